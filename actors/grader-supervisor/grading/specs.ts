@@ -1,0 +1,55 @@
+/** MAP_REPO_VERSION_TO_SPECS lookups: the per-repository, per-version test command and eval setup. */
+import { ErrorCode, EvalfleetError } from "../../../protocol/errors.js";
+import { SPEC_TABLE } from "./specs.data.js";
+
+/** Language family, as MAP_REPO_TO_EXT; selects the eval-script flavour. */
+export type RepoExt = "py" | "js" | "c" | "go" | "java" | "php" | "rb" | "rs";
+
+export interface VersionSpec {
+  /** A single command (python) or a list run one after another (others). Absent only for dbt-core. */
+  testCmd?: string | string[];
+  /** Python: run in the eval script before the tests (re-installs the package after the patch). */
+  install?: string;
+  /** Extra environment setup at the top of the eval script. */
+  evalCommands?: string[];
+  /** Non-python: build steps run after applying the test patch. */
+  build?: string[];
+}
+
+export interface SpecGroup extends VersionSpec {
+  versions: string[];
+}
+
+export type SpecTable = Record<string, { ext: RepoExt; groups: SpecGroup[] }>;
+
+/** Every repository the official harness has specs for. */
+export function specRepos(): string[] {
+  return Object.keys(SPEC_TABLE);
+}
+
+/** The versions a repository has specs for. */
+export function specVersions(repo: string): string[] {
+  return SPEC_TABLE[repo]?.groups.flatMap((g) => g.versions) ?? [];
+}
+
+export function repoExt(repo: string): RepoExt | undefined {
+  return SPEC_TABLE[repo]?.ext;
+}
+
+/** The spec for repo+version; throws UnknownTask naming the versions that exist. */
+export function specFor(repo: string, version: string | null): VersionSpec {
+  const entry = SPEC_TABLE[repo];
+  if (!entry) {
+    throw new EvalfleetError(ErrorCode.UnknownTask, `no SWE-bench specs for repository "${repo}"`);
+  }
+  const group = version === null ? undefined : entry.groups.find((g) => g.versions.includes(version));
+  if (!group) {
+    const known = entry.groups.flatMap((g) => g.versions).join(", ");
+    throw new EvalfleetError(
+      ErrorCode.UnknownTask,
+      `no SWE-bench specs for ${repo} version ${JSON.stringify(version)}; the instance record needs one of: ${known}`,
+    );
+  }
+  const { versions: _versions, ...spec } = group;
+  return spec;
+}
