@@ -165,3 +165,39 @@ export function makeEvalScriptList(instance: GradingInstance): string[] {
 export function makeEvalScript(instance: GradingInstance): string {
   return `${["#!/bin/bash", "set -uxo pipefail", ...makeEvalScriptList(instance)].join("\n")}\n`;
 }
+
+/**
+ * The same flow for the local backend: no conda, no /testbed — the checkout directory instead. The test
+ * command is the task's own (evalfleet's repository tasks) or the official one with its directives.
+ */
+export function makeLocalEvalScript(
+  instance: GradingInstance,
+  opts: { repoDir: string; testCmd?: string },
+): string {
+  const inst = requireEvalFields({ ...instance, version: instance.version ?? "local" });
+  const files = modifiedFiles(inst.test_patch);
+  const reset =
+    files.length > 0
+      ? `git checkout ${inst.base_commit} -- ${files.join(" ")}`
+      : 'echo "No test files to reset"';
+  let testCommand = opts.testCmd;
+  if (testCommand === undefined) {
+    const spec = specFor(inst.repo, instance.version);
+    testCommand = [...testCmds(spec), ...testDirectives(inst.repo, inst.test_patch)].join(" ");
+  }
+  const cmds = [
+    `cd ${shellQuote(opts.repoDir)}`,
+    `git -c core.fileMode=false diff ${inst.base_commit}`,
+    reset,
+    ...(inst.test_patch.trim() === "" ? [] : [applyTestPatch("-v", inst.test_patch)]),
+    `: '${START_TEST_OUTPUT}'`,
+    testCommand,
+    `: '${END_TEST_OUTPUT}'`,
+    reset,
+  ];
+  return `${["#!/bin/bash", "set -uxo pipefail", ...cmds].join("\n")}\n`;
+}
+
+function shellQuote(s: string): string {
+  return `'${s.replaceAll("'", "'\\''")}'`;
+}
