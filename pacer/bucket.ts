@@ -212,14 +212,16 @@ export class PoolBucket {
   }
 }
 
-/** Input tokens an actual usage charges to the pool: cache reads and writes at their configured weight. */
+/**
+ * Input tokens an actual usage charges to the pool. `inputTokens` is the TOTAL input, cache reads and writes
+ * included — providers/ `TokenUsage` semantics, which the shim passes as ActualUsage — so the cached parts are
+ * taken back out at (1 − their weight).
+ */
 export function chargedInputTokens(
   cfg: PoolConfig,
   u: { inputTokens: number; cacheReadTokens: number; cacheWriteTokens: number },
 ): number {
-  return (
-    u.inputTokens +
-    u.cacheWriteTokens * (cfg.cacheWriteInputWeight ?? 1) +
-    u.cacheReadTokens * (cfg.cacheReadInputWeight ?? 0)
-  );
+  const readDiscount = u.cacheReadTokens * (1 - (cfg.cacheReadInputWeight ?? 0));
+  const writeDiscount = u.cacheWriteTokens * (1 - (cfg.cacheWriteInputWeight ?? 1));
+  return Math.max(0, u.inputTokens - readDiscount - writeDiscount);
 }

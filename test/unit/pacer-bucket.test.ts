@@ -62,9 +62,10 @@ test("settle replaces the estimate with usage; refund gives everything back, cap
 });
 
 test("cache reads do not count toward input tokens per minute (Anthropic); writes do; OpenAI weight 1", () => {
+  // inputTokens is the total input (800 = 100 uncached + 500 cache reads + 200 cache writes), as providers/ reports it
   for (const [weight, expected] of [
     [0, 1000 - 100 - 200],
-    [1, 1000 - 100 - 200 - 500],
+    [1, 1000 - 800],
   ] as const) {
     const pacer = new LocalPacer(
       { pools: { p: { limits: { inputTokensPerMinute: 60_000 }, cacheReadInputWeight: weight } } },
@@ -74,7 +75,7 @@ test("cache reads do not count toward input tokens per minute (Anthropic); write
     pool.bucket.tryTake(one(0, 0), 0);
     pool.adjust(
       pool.settleStats(one(0, 0), {
-        inputTokens: 100,
+        inputTokens: 800,
         outputTokens: 0,
         cacheReadTokens: 500,
         cacheWriteTokens: 200,
