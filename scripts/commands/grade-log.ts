@@ -119,7 +119,18 @@ function summary(instance: GradingInstance, result: GradeResult): string {
   );
 }
 
-export function register(program: Command): void {
+/** Where the command writes; tests pass their own so the test runner's stdout stays untouched. */
+export interface CommandIo {
+  out(s: string): void;
+  err(s: string): void;
+}
+
+const processIo: CommandIo = {
+  out: (s) => void process.stdout.write(s),
+  err: (s) => void process.stderr.write(s),
+};
+
+export function register(program: Command, io: CommandIo = processIo): void {
   program
     .command("grade-log")
     .description(
@@ -132,7 +143,7 @@ export function register(program: Command): void {
     .action(async (opts: GradeLogOptions & { json?: boolean }) => {
       const { instance, result } = await gradeLogFiles(opts);
       // Byte-identical to the report.json the harness writes (json.dumps, indent 4).
-      process.stdout.write(`${pyJsonDumps(result.report)}\n`);
-      if (!opts.json) process.stderr.write(summary(instance, result));
+      io.out(`${pyJsonDumps(result.report)}\n`);
+      if (!opts.json) io.err(summary(instance, result));
     });
 }

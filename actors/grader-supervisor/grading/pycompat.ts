@@ -90,7 +90,8 @@ export function rsplitFirst(s: string, sep: string): string {
 
 /** Remove ANSI escape sequences exactly as swebench `utils.ansi_escape` does. */
 export function ansiEscape(text: string): string {
-  return text.replace(/\x1b(?:[\x40-\x5f]|\[[0-?]*[ -/]*[@-~])/g, "");
+  // The official class `[@-Z\\-_]` is @..Z plus \\..\_ : "[" (0x5b) is deliberately not in it.
+  return text.replace(/\x1b(?:[\x40-\x5a\x5c-\x5f]|\[[0-?]*[ -/]*[@-~])/g, "");
 }
 
 /**

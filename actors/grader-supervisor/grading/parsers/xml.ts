@@ -27,12 +27,27 @@ const TAG = /<(\/?)([A-Za-z_][\w.:-]*)((?:\s+[\w.:-]+\s*=\s*(?:"[^"]*"|'[^']*'))
 const ATTR = /([\w.:-]+)\s*=\s*(?:"([^"]*)"|'([^']*)')/g;
 
 /** Parse one XML document and return its root element. */
+// Characters XML 1.0 forbids anywhere (expat rejects them, so ElementTree does too).
+const INVALID_CHAR =
+  /[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
+const BARE_AMP = /&(?!#x[0-9a-fA-F]+;|#[0-9]+;|[A-Za-z_][\w.-]*;)/;
+
+function checkCharData(text: string): void {
+  if (INVALID_CHAR.test(text)) throw new ParserCrash("ParseError: not well-formed (invalid token)");
+  if (BARE_AMP.test(text)) throw new ParserCrash("ParseError: not well-formed (bare &)");
+  decodeEntities(text);
+}
+
 export function parseXml(xml: string): XmlElement {
+  if (INVALID_CHAR.test(xml)) throw new ParserCrash("ParseError: not well-formed (invalid token)");
   const stack: XmlElement[] = [];
   let root: XmlElement | null = null;
   let i = 0;
   while (i < xml.length) {
     const lt = xml.indexOf("<", i);
+    const text = xml.slice(i, lt === -1 ? xml.length : lt);
+    if (stack.length > 0) checkCharData(text);
+    else if (text.trim() !== "") throw new ParserCrash("ParseError: text outside the document element");
     if (lt === -1) break;
     i = lt;
     if (xml.startsWith("<!--", i)) {
@@ -61,7 +76,10 @@ export function parseXml(xml: string): XmlElement {
     const attrs = new Map<string, string>();
     for (const a of attrText.matchAll(ATTR)) {
       // XML attribute-value normalisation: literal tabs and newlines read as spaces.
-      attrs.set(a[1] as string, decodeEntities((a[2] ?? a[3] ?? "").replace(/[\t\n\r]/g, " ")));
+      const raw = a[2] ?? a[3] ?? "";
+      if (raw.includes("<")) throw new ParserCrash("ParseError: '<' in an attribute value");
+      checkCharData(raw);
+      attrs.set(a[1] as string, decodeEntities(raw.replace(/[\t\n\r]/g, " ")));
     }
     const el: XmlElement = { tag, attrs, children: [] };
     const parent = stack.at(-1);
