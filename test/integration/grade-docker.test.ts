@@ -83,10 +83,11 @@ describe("docker backend", () => {
 
     const c = calls();
     const ref = `swebench/sweb.eval.x86_64.astropy_1776_astropy-14365@${DIGEST}`;
-    const name = (c[1] as string[])[2] as string;
+    const name = (c[2] as string[])[2] as string;
     assert.match(name, /^evalfleet-grade-astropy__astropy-14365-[0-9a-f]{8}$/);
-    assert.deepEqual(c[0], ["pull", ref]);
-    assert.deepEqual(c[1], [
+    assert.deepEqual(c[0], ["image", "inspect", "--format", "{{.Id}}", ref]);
+    assert.deepEqual(c[1], ["pull", ref]);
+    assert.deepEqual(c[2], [
       "create",
       "--name",
       name,
@@ -99,10 +100,10 @@ describe("docker backend", () => {
       "-f",
       "/dev/null",
     ]);
-    assert.deepEqual(c[2], ["start", name]);
-    assert.equal(c[3]?.[0], "cp");
-    assert.equal(c[3]?.[2], `${name}:/tmp/patch.diff`);
-    assert.deepEqual(c[4], [
+    assert.deepEqual(c[3], ["start", name]);
+    assert.equal(c[4]?.[0], "cp");
+    assert.equal(c[4]?.[2], `${name}:/tmp/patch.diff`);
+    assert.deepEqual(c[5], [
       "exec",
       "-w",
       "/testbed",
@@ -114,13 +115,26 @@ describe("docker backend", () => {
       "--verbose",
       "/tmp/patch.diff",
     ]);
-    assert.equal(c[5]?.[2], `${name}:/eval.sh`);
-    assert.deepEqual(c[6], ["exec", name, "/bin/bash", "/eval.sh"]);
-    assert.deepEqual(c[7], ["rm", "-f", "-v", name]);
-    assert.equal(c.length, 8);
+    assert.equal(c[6]?.[2], `${name}:/eval.sh`);
+    assert.deepEqual(c[7], ["exec", name, "/bin/bash", "/eval.sh"]);
+    assert.deepEqual(c[8], ["rm", "-f", "-v", name]);
+    assert.equal(c.length, 9);
     // What went into the container is the official patch and eval script.
     assert.equal(readFileSync(path.join(stateDir, "patch.diff"), "utf8"), job().patch);
     assert.equal(readFileSync(path.join(stateDir, "eval.sh"), "utf8"), makeEvalScript(job().instance));
+  });
+
+  it("uses a locally present image without pulling", async () => {
+    const backend = createDockerBackend({
+      dockerPath: fakeDocker,
+      env: env({
+        FAKE_DOCKER_HAVE_IMAGE: "1",
+        FAKE_DOCKER_EVAL_OUTPUT: path.join(caseDir, "test_output.txt"),
+      }),
+    });
+    const outcome = await backend.grade(job(), new AbortController().signal);
+    assert.equal(outcome.kind, "graded");
+    assert.ok(!calls().some((c) => c[0] === "pull"));
   });
 
   it("walks the patch-apply fallback chain in order", async () => {

@@ -92,7 +92,15 @@ export function createDockerBackend(opts: DockerBackendOptions = {}): GradeBacke
     const work = await mkdtemp(path.join(tmpdir(), "evalfleet-grade-"));
     const child = log.child({ instance: job.instance.instance_id, container });
     try {
-      await dockerStep(["pull", ref], "image_pull", signal, pullTimeoutMs);
+      // Eval hosts are often pre-seeded with the images; only go to the registry when it is missing.
+      const present = await run(docker, ["image", "inspect", "--format", "{{.Id}}", ref], {
+        env,
+        signal,
+        timeoutMs: cmdTimeoutMs,
+      });
+      if (present.aborted)
+        throw new EvalfleetError(ErrorCode.Unavailable, "grading aborted", { retryable: true });
+      if (present.code !== 0) await dockerStep(["pull", ref], "image_pull", signal, pullTimeoutMs);
       await dockerStep(
         [
           "create",

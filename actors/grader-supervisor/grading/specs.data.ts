@@ -1,6 +1,7 @@
-// Generated from the official SWE-bench harness v4.1.0, swebench/harness/constants/*.py
-// (MAP_REPO_VERSION_TO_SPECS), keeping only what the eval script uses. Versions that share
-// identical eval-relevant specs are grouped. Regenerate rather than hand-edit.
+// Data extracted from the official SWE-bench harness, tag v4.1.0 (726c5461), swebench/harness/constants/*.py
+// (MAP_REPO_VERSION_TO_SPECS): only the fields the eval script uses (test_cmd; install for python;
+// eval_commands; build for the others). Versions with identical fields are grouped. When the harness
+// changes, re-extract from its constants rather than editing by hand, and bump GRADER_VERSION.
 import type { SpecTable } from "./specs.js";
 
 export const SPEC_TABLE: SpecTable = {
