@@ -1,0 +1,400 @@
+import { randomUUID } from "node:crypto";
+import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
+import { Agent, request } from "undici";
+import { type Logger, silentLogger } from "../protocol/log.js";
+import type { Pacer } from "../protocol/pacer.js";
+import { AnthropicStreamMeter, anthropicJsonResult } from "../providers/anthropic.js";
+import { anthropicErrorBody, openaiErrorBody, shimError } from "../providers/errors.js";
+import { ChatStreamMeter, openaiJsonResult, ResponsesStreamMeter } from "../providers/openai.js";
+import { PriceTable } from "../providers/pricing.js";
+import { SseParser } from "../providers/sse.js";
+import { approxTokens, type Endpoint, type MeterResult, type Provider } from "../providers/types.js";
+import type { Db } from "../store/db.js";
+import { nanoToUsd, usdToNano } from "../store/money.js";
+import { getRunMetadata } from "../store/results.js";
+import { runForKey } from "./keys.js";
+import { reserveSpend, type SpendStatus, settleSpend } from "./spend.js";
+
+/**
+ * A gateway replica. Stateless: keys, the spend log and the caps live in PostgreSQL, rate-limit facts go to the
+ * pacer, so any replica serves any call and replicas come and go without changing a total.
+ *
+ * Per call: key → run (401 if unknown or revoked, same answer either way); alias → upstream (403 if the alias is
+ * not this run's, or does not exist — the same answer, so nothing is learnt about other runs); worst-case cost
+ * reserved against the run's cap in the spend log (402 billing error, provider-shaped, when it would not fit);
+ * forwarded with the upstream's key, which only the gateway holds; rate-limit headers fed to the pacer; usage
+ * metered from the response as it streams through untouched; the row settled to the metered cost.
+ */
+
+export interface Upstream {
+  provider: Provider;
+  /** e.g. https://api.anthropic.com or http://litellm:4000 (no /v1) */
+  baseUrl: string;
+  apiKey: string;
+}
+
+export interface AliasDef {
+  upstream: Upstream;
+  /** The model id sent upstream (default: the alias itself). */
+  model?: string;
+  /** The pacer pool the alias draws on (default: the alias). */
+  pool?: string;
+  /** Runs whose keys may use the alias; absent = any run's key. */
+  runs?: string[];
+}
+
+export interface GatewayOptions {
+  db: Db;
+  /** Static aliases, and/or a resolver for aliases made per run. */
+  aliases?: Record<string, AliasDef>;
+  resolveAlias?: (alias: string) => Promise<AliasDef | undefined> | AliasDef | undefined;
+  /**
+   * The run's spend cap in nano-USD, undefined for none. Default: `budget_usd` of the run's config in
+   * run_metadata, cached for capCacheMs.
+   */
+  runCapNanoUsd?: (run: string) => Promise<number | undefined>;
+  capCacheMs?: number;
+  pacer?: Pacer;
+  prices?: PriceTable;
+  /** Output tokens reserved when a request sets no max (default 8192). */
+  defaultMaxOutputTokens?: number;
+  port?: number;
+  host?: string;
+  log?: Logger;
+  maxBodyBytes?: number;
+}
+
+export interface Gateway {
+  url: string;
+  port: number;
+  /** Stop accepting, let calls in flight finish (drain). `{ abort: true }`: cut everything now, like a crash. */
+  close(opts?: { abort?: boolean }): Promise<void>;
+}
+
+/** Headers a caller (the shim) may send to attribute a call; never forwarded upstream. */
+export const GatewayHeaders = { cell: "x-evalfleet-cell", trace: "x-evalfleet-trace" } as const;
+
+const ROUTES: Record<string, { provider: Provider; endpoint: Endpoint }> = {
+  "/v1/messages": { provider: "anthropic", endpoint: "messages" },
+  "/v1/messages/count_tokens": { provider: "anthropic", endpoint: "count_tokens" },
+  "/v1/chat/completions": { provider: "openai", endpoint: "chat_completions" },
+  "/v1/responses": { provider: "openai", endpoint: "responses" },
+};
+
+const HOP = new Set([
+  "connection",
+  "keep-alive",
+  "transfer-encoding",
+  "upgrade",
+  "proxy-connection",
+  "te",
+  "trailer",
+  "host",
+  "content-length",
+  "authorization",
+  "x-api-key",
+  GatewayHeaders.cell,
+  GatewayHeaders.trace,
+]);
+
+export async function startGateway(opts: GatewayOptions): Promise<Gateway> {
+  const log = opts.log ?? silentLogger();
+  const prices = opts.prices ?? new PriceTable();
+  const agent = new Agent({ keepAliveTimeout: 30_000, connections: 256 });
+  const inflight = new Set<AbortController>();
+  const capCache = new Map<string, { atMs: number; cap: number | undefined }>();
+  const capFor = async (run: string): Promise<number | undefined> => {
+    const hit = capCache.get(run);
+    if (hit && Date.now() - hit.atMs < (opts.capCacheMs ?? 5000)) return hit.cap;
+    const cap = opts.runCapNanoUsd ? await opts.runCapNanoUsd(run) : await capFromRunConfig(opts.db, run);
+    capCache.set(run, { atMs: Date.now(), cap });
+    return cap;
+  };
+  const aliasFor = async (alias: string): Promise<AliasDef | undefined> =>
+    opts.aliases?.[alias] ?? (opts.resolveAlias ? await opts.resolveAlias(alias) : undefined);
+
+  const server = createServer((req, res) => {
+    handle(req, res).catch((err: unknown) => {
+      log.error({ err }, "gateway: call failed");
+      if (!res.headersSent) {
+        const e = shimError(providerOf(req), "upstream", "gateway error");
+        send(res, e.status, e.body);
+      } else res.destroy();
+    });
+  });
+
+  async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const path = (req.url ?? "/").split("?")[0] ?? "/";
+    const route = ROUTES[path];
+    const provider = route?.provider ?? providerOf(req);
+    const run = await runForKey(opts.db, presentedKey(req));
+    if (!run) return send(res, 401, unauthorized(provider));
+    if (!route || req.method !== "POST") return send(res, 404, notFound(provider, path));
+    const raw = await readBody(req, opts.maxBodyBytes ?? 32 * 1024 * 1024);
+    if (raw === undefined) return send(res, 413, badRequest(provider, "request body too large"));
+    let body: Record<string, unknown>;
+    try {
+      body = JSON.parse(raw.toString("utf8")) as Record<string, unknown>;
+    } catch {
+      return send(res, 400, badRequest(provider, "request body is not JSON"));
+    }
+    const alias = typeof body.model === "string" ? body.model : "";
+    const def = alias ? await aliasFor(alias) : undefined;
+    if (!def || (def.runs && !def.runs.includes(run))) return send(res, 403, forbidden(provider, alias));
+    if (def.upstream.provider !== provider)
+      return send(
+        res,
+        400,
+        badRequest(provider, `model ${alias} is served over the ${def.upstream.provider} API`),
+      );
+    const model = def.model ?? alias;
+    const pool = def.pool ?? alias;
+    const outBody = model === alias ? raw : Buffer.from(JSON.stringify({ ...body, model }));
+    const metered = route.endpoint !== "count_tokens";
+
+    const requestId = randomUUID();
+    let reserveNanoUsd = 0;
+    if (metered) {
+      reserveNanoUsd = prices.cost(model, {
+        inputTokens: approxTokens(raw.length),
+        outputTokens: maxOutputTokens(body, opts.defaultMaxOutputTokens ?? 8192),
+        cacheReadTokens: 0,
+        cacheWriteTokens: 0,
+        cacheWrite1hTokens: 0,
+        reasoningTokens: 0,
+      }).costNanoUsd;
+      const reserved = await reserveSpend(
+        opts.db,
+        {
+          requestId,
+          run,
+          cellId: header(req, GatewayHeaders.cell),
+          traceId: header(req, GatewayHeaders.trace),
+          alias,
+          model,
+        },
+        reserveNanoUsd,
+        await capFor(run),
+      );
+      if (!reserved.ok) {
+        const e = shimError(
+          provider,
+          "budget_exceeded",
+          `run spend cap of $${nanoToUsd(reserved.capNanoUsd)} reached: $${nanoToUsd(reserved.spentNanoUsd)} spent, this call may cost up to $${nanoToUsd(reserveNanoUsd)}`,
+        );
+        return send(res, e.status, e.body);
+      }
+    }
+
+    const ac = new AbortController();
+    inflight.add(ac);
+    const onClientGone = () => {
+      if (!res.writableFinished) ac.abort();
+    };
+    res.once("close", onClientGone);
+    let status: SpendStatus = "lost";
+    let result: MeterResult | undefined;
+    let meter: ReturnType<typeof streamMeter> | undefined;
+    let gotHeaders = false;
+    try {
+      const up = await request(`${def.upstream.baseUrl.replace(/\/$/, "")}${req.url ?? path}`, {
+        method: "POST",
+        headers: upstreamHeaders(req, def.upstream, outBody.length),
+        body: outBody,
+        dispatcher: agent,
+        signal: ac.signal,
+      });
+      gotHeaders = true;
+      const respHeaders = flatHeaders(up.headers);
+      opts.pacer?.observe({ pool, status: up.statusCode, headers: respHeaders });
+      res.writeHead(up.statusCode, passHeaders(respHeaders));
+      const isSse = (respHeaders["content-type"] ?? "").includes("text/event-stream");
+      meter = isSse && metered ? streamMeter(route.endpoint) : undefined;
+      const m = meter;
+      const parser = m ? new SseParser((ev) => m.onEvent(ev)) : undefined;
+      const chunks: Buffer[] = [];
+      for await (const chunk of up.body) {
+        const buf = chunk as Buffer;
+        if (parser) parser.push(buf);
+        else if (metered) chunks.push(buf);
+        if (!res.write(buf)) await new Promise<void>((r) => res.once("drain", () => r()));
+      }
+      res.end();
+      if (metered) {
+        const text = Buffer.concat(chunks).toString("utf8");
+        result = m
+          ? m.result()
+          : route.endpoint === "messages"
+            ? anthropicJsonResult(text)
+            : openaiJsonResult(text, route.endpoint === "responses" ? "responses" : "chat");
+        status = up.statusCode >= 400 ? "error" : result.complete ? "ok" : result.error ? "error" : "cut";
+      }
+    } catch (err) {
+      // A stream cut midway is billed for what the meter saw; a call whose outcome is unknown (no response, or a
+      // JSON body cut short) keeps its worst-case reservation as its cost.
+      if (gotHeaders && meter) {
+        result = meter.result();
+        status = ac.signal.aborted ? "client_closed" : "cut";
+      } else status = "lost";
+      // Refused connection: nothing reached the provider, nothing can be billed.
+      if (!gotHeaders && (err as { code?: string }).code === "ECONNREFUSED") status = "error";
+      log.warn({ err: (err as Error).message, alias, status }, "gateway: upstream call did not complete");
+      if (!res.headersSent) {
+        const e = shimError(provider, "upstream", "upstream unavailable");
+        send(res, e.status, e.body);
+      } else res.destroy();
+    } finally {
+      inflight.delete(ac);
+      res.off("close", onClientGone);
+    }
+    if (!metered) return;
+    if (status === "lost") {
+      await settleSpend(opts.db, requestId, status, null, reserveNanoUsd);
+      return;
+    }
+    const usage = result?.usage ?? null;
+    // An error before any output is not billed; anything the provider did send is.
+    const billable =
+      usage !== null && (status !== "error" || (result?.sawContent ?? false) || usage.outputTokens > 0);
+    const costNanoUsd = billable ? prices.cost(model, usage).costNanoUsd : 0;
+    await settleSpend(opts.db, requestId, status, billable ? usage : null, costNanoUsd, result?.model);
+  }
+
+  await new Promise<void>((resolve) => server.listen(opts.port ?? 0, opts.host ?? "127.0.0.1", resolve));
+  server.keepAliveTimeout = 65_000;
+  const port = (server.address() as AddressInfo).port;
+  return {
+    url: `http://${opts.host ?? "127.0.0.1"}:${port}`,
+    port,
+    async close(closeOpts = {}) {
+      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+      server.closeIdleConnections();
+      if (closeOpts.abort) {
+        for (const ac of inflight) ac.abort();
+        server.closeAllConnections();
+      }
+      await closed;
+      await agent.close().catch(() => undefined);
+    },
+  };
+}
+
+async function capFromRunConfig(db: Db, run: string): Promise<number | undefined> {
+  const meta = await getRunMetadata(db, run);
+  if (!meta) return undefined;
+  const budget = (JSON.parse(meta.configJson) as { budget_usd?: unknown }).budget_usd;
+  return typeof budget === "number" ? Number(usdToNano(budget)) : undefined;
+}
+
+function maxOutputTokens(body: Record<string, unknown>, fallback: number): number {
+  for (const k of ["max_tokens", "max_completion_tokens", "max_output_tokens"]) {
+    const v = body[k];
+    if (typeof v === "number" && Number.isFinite(v) && v > 0) return Math.floor(v);
+  }
+  return fallback;
+}
+
+function streamMeter(endpoint: Endpoint): {
+  onEvent(ev: Parameters<AnthropicStreamMeter["onEvent"]>[0]): unknown;
+  result(): MeterResult;
+} {
+  if (endpoint === "messages") return new AnthropicStreamMeter();
+  if (endpoint === "responses") return new ResponsesStreamMeter();
+  return new ChatStreamMeter(false);
+}
+
+function providerOf(req: IncomingMessage): Provider {
+  return (req.url ?? "").startsWith("/v1/messages") || req.headers["x-api-key"] !== undefined
+    ? "anthropic"
+    : "openai";
+}
+
+function presentedKey(req: IncomingMessage): string {
+  const x = req.headers["x-api-key"];
+  if (typeof x === "string" && x !== "") return x;
+  const auth = req.headers.authorization;
+  return typeof auth === "string" ? auth.replace(/^bearer\s+/i, "") : "";
+}
+
+function header(req: IncomingMessage, name: string): string | null {
+  const v = req.headers[name];
+  return typeof v === "string" && v !== "" ? v : null;
+}
+
+function upstreamHeaders(req: IncomingMessage, up: Upstream, length: number): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [k, v] of Object.entries(req.headers)) {
+    if (v === undefined || HOP.has(k)) continue;
+    out[k] = Array.isArray(v) ? v.join(", ") : v;
+  }
+  if (up.provider === "anthropic") out["x-api-key"] = up.apiKey;
+  else out.authorization = `Bearer ${up.apiKey}`;
+  out["content-length"] = String(length);
+  return out;
+}
+
+function flatHeaders(h: Record<string, string | string[] | undefined>): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [k, v] of Object.entries(h))
+    if (v !== undefined) out[k.toLowerCase()] = Array.isArray(v) ? v.join(", ") : v;
+  return out;
+}
+
+function passHeaders(h: Record<string, string>): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [k, v] of Object.entries(h)) if (!HOP.has(k) || k === "content-length") out[k] = v;
+  return out;
+}
+
+function readBody(req: IncomingMessage, maxBytes: number): Promise<Buffer | undefined> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let n = 0;
+    let over = false;
+    req.on("data", (c: Buffer) => {
+      n += c.length;
+      if (n > maxBytes) over = true;
+      else chunks.push(c);
+    });
+    req.on("end", () => resolve(over ? undefined : Buffer.concat(chunks)));
+    req.on("error", reject);
+  });
+}
+
+function send(res: ServerResponse, status: number, body: string): void {
+  res.writeHead(status, { "content-type": "application/json", "content-length": Buffer.byteLength(body) });
+  res.end(body);
+}
+
+// One body per answer, whatever the reason behind it: a revoked key and a key that never existed look alike, and
+// an alias of another run looks like an alias that does not exist.
+function unauthorized(p: Provider): string {
+  return JSON.stringify(
+    p === "anthropic"
+      ? anthropicErrorBody("authentication_error", "invalid x-api-key")
+      : openaiErrorBody("Incorrect API key provided.", "invalid_request_error", "invalid_api_key"),
+  );
+}
+
+function forbidden(p: Provider, alias: string): string {
+  const msg = `this key may not use model ${JSON.stringify(alias)}`;
+  return JSON.stringify(
+    p === "anthropic"
+      ? anthropicErrorBody("permission_error", msg)
+      : openaiErrorBody(msg, "invalid_request_error", "model_not_allowed"),
+  );
+}
+
+function notFound(p: Provider, path: string): string {
+  const msg = `no route ${path}`;
+  return JSON.stringify(
+    p === "anthropic"
+      ? anthropicErrorBody("not_found_error", msg)
+      : openaiErrorBody(msg, "invalid_request_error", "not_found"),
+  );
+}
+
+function badRequest(p: Provider, msg: string): string {
+  return shimError(p, "bad_request", msg).body;
+}
