@@ -1,8 +1,9 @@
 import type { Command } from "commander";
+import * as gateway from "./gateway.js";
 import * as gradeLog from "./grade-log.js";
 
 /** Every CLI command module; add yours here. */
-const commands: Array<{ register(program: Command): void }> = [gradeLog];
+const commands: Array<{ register(program: Command): void }> = [gradeLog, gateway];
 
 export function registerAll(program: Command): void {
   for (const c of commands) c.register(program);
