@@ -1,0 +1,267 @@
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
+import type { NatsConnection } from "@nats-io/transport-node";
+import { Pool } from "undici";
+import type { CostMode } from "../../protocol/config.js";
+import { type Logger, silentLogger } from "../../protocol/log.js";
+import type { LedgerCall } from "../../protocol/messages.js";
+import { type Pacer, UnlimitedPacer } from "../../protocol/pacer.js";
+import { redactSecrets } from "../../protocol/redact.js";
+import { Subjects } from "../../protocol/subjects.js";
+import { shimError } from "../../providers/errors.js";
+import { PriceTable } from "../../providers/pricing.js";
+import { handleModelCall } from "./call.js";
+import type { RetryPolicy, ShimContext } from "./context.js";
+import { clientHeaders, routeOf, upstreamHeaders } from "./request.js";
+import { LedgerSink, ProgressWriter, progressKey } from "./sink.js";
+import { AttemptState, type CapEvent, type CapReason, type ShimTotals } from "./state.js";
+
+export type { RetryPolicy } from "./context.js";
+export type { CapEvent, CapReason, ShimTotals } from "./state.js";
+
+export interface ShimOptions {
+  /** the gateway (or any OpenAI/Anthropic-compatible base URL); request paths are appended to it */
+  upstream: string;
+  run: string;
+  cell: string;
+  attempt: number;
+  /** the run's provider key; replaces whatever key the harness sends */
+  providerKey: string;
+  /** the attempt's budget in nano-USD (null / absent: uncapped) */
+  budgetNanoUsd?: bigint | number | null;
+  maxTurns?: number | null;
+  port?: number;
+  host?: string;
+  /** ledger rows and progress go here; without it they only reach `onLedgerRow` */
+  nc?: NatsConnection;
+  pacer?: Pacer;
+  pool?: string;
+  traceId?: string;
+  costMode?: CostMode;
+  prices?: PriceTable;
+  /** alias → model the price table knows, for aliased model names */
+  aliases?: Record<string, string>;
+  retry?: Partial<RetryPolicy>;
+  logger?: Logger;
+  /** coalescing interval of progress KV writes */
+  progressIntervalMs?: number;
+  upstreamConnections?: number;
+  defaultMaxOutputTokens?: number;
+  /** every ledger row, as published (tests, the CLI) */
+  onLedgerRow?: (row: LedgerCall) => void;
+}
+
+export interface ShimHandle {
+  port: number;
+  url: string;
+  totals(): ShimTotals;
+  /** stop taking calls, finish those in flight, flush the ledger and the progress key */
+  drain(): Promise<void>;
+  /** drain, then release the upstream connections */
+  close(): Promise<void>;
+  /** called once when a cap is reached (the session should end); returns an unsubscribe function */
+  onCapReached(cb: (ev: CapEvent) => void): () => void;
+}
+
+const DEFAULT_RETRY: RetryPolicy = {
+  maxRetries: 8,
+  baseDelayMs: 500,
+  maxDelayMs: 30_000,
+  maxRetryAfterMs: 120_000,
+};
+
+/**
+ * The local proxy shim: the harness talks to it on 127.0.0.1 instead of the provider; every call is admitted,
+ * budget-checked, forwarded with the run's key, metered, priced and written to the ledger, and a reached cap ends
+ * the session through onCapReached and a core publish on the attempt's signal subject.
+ */
+export async function startShim(opts: ShimOptions): Promise<ShimHandle> {
+  const log = opts.logger ?? silentLogger();
+  const upstreamUrl = new URL(opts.upstream);
+  const basePath = upstreamUrl.pathname.replace(/\/+$/, "");
+  const upstream = new Pool(upstreamUrl.origin, {
+    connections: opts.upstreamConnections ?? 256,
+    keepAliveTimeout: 60_000,
+    headersTimeout: 600_000,
+    bodyTimeout: 600_000,
+  });
+  const budget =
+    opts.budgetNanoUsd === undefined || opts.budgetNanoUsd === null ? null : BigInt(opts.budgetNanoUsd);
+  const state = new AttemptState(budget, opts.maxTurns ?? null);
+  const secrets = [opts.providerKey];
+  const ledger = new LedgerSink(opts.nc, log, secrets, opts.onLedgerRow);
+  const progress = new ProgressWriter(
+    opts.nc,
+    progressKey(opts.run, opts.cell),
+    () => ({
+      run: opts.run,
+      cellId: opts.cell,
+      attempt: opts.attempt,
+      status: "running",
+      usage: {
+        inputTokens: state.totals.inputTokens,
+        outputTokens: state.totals.outputTokens,
+        cacheReadTokens: state.totals.cacheReadTokens,
+        cacheWriteTokens: state.totals.cacheWriteTokens,
+        reasoningTokens: state.totals.reasoningTokens,
+        costNanoUsd: state.totals.costNanoUsd,
+        calls: state.totals.calls,
+      },
+      turns: state.totals.turns,
+      pacerWaitMs: state.totals.pacerWaitMs,
+      ...(state.totals.capReason ? { detail: state.totals.capReason } : {}),
+    }),
+    opts.progressIntervalMs ?? 250,
+    log,
+  );
+  await progress.open();
+
+  const fireCap = (reason: CapReason): void => {
+    if (state.totals.capReason) return;
+    state.totals.capReason = reason;
+    const ev: CapEvent = {
+      reason,
+      run: opts.run,
+      cellId: opts.cell,
+      attempt: opts.attempt,
+      costNanoUsd: state.totals.costNanoUsd,
+      budgetNanoUsd: budget === null ? null : Number(budget),
+      turns: state.totals.turns,
+      maxTurns: opts.maxTurns ?? null,
+      at: new Date().toISOString(),
+    };
+    log.info({ reason, costNanoUsd: ev.costNanoUsd, turns: ev.turns }, "cap reached: ending the session");
+    progress.mark();
+    try {
+      opts.nc?.publish(Subjects.attemptSignal(opts.run, opts.cell, opts.attempt), JSON.stringify(ev));
+    } catch (err) {
+      log.warn({ err: String(err) }, "cap signal publish failed");
+    }
+    state.events.emit("cap", ev);
+  };
+
+  const ctx: ShimContext = {
+    run: opts.run,
+    cell: opts.cell,
+    attempt: opts.attempt,
+    pool: opts.pool ?? "default",
+    traceId: opts.traceId ?? "",
+    costMode: opts.costMode ?? "platform",
+    key: opts.providerKey,
+    aliases: opts.aliases ?? {},
+    upstream,
+    basePath,
+    prices: opts.prices ?? new PriceTable(),
+    pacer: opts.pacer ?? new UnlimitedPacer(),
+    state,
+    ledger,
+    progress,
+    log,
+    retry: { ...DEFAULT_RETRY, ...opts.retry },
+    defaultMaxOutputTokens: opts.defaultMaxOutputTokens ?? 32_000,
+    fireCap,
+  };
+
+  const inflight = new Set<Promise<void>>();
+  const server: Server = createServer((req, res) => {
+    const p = handle(ctx, req, res)
+      .catch((err: unknown) => {
+        log.error(
+          { err: redactSecrets(err instanceof Error ? (err.stack ?? err.message) : String(err), secrets) },
+          "shim call failed",
+        );
+        if (!res.headersSent) {
+          const e = shimError(
+            routeOf(pathOf(req))?.provider ?? "anthropic",
+            "upstream",
+            "evalfleet shim: internal error",
+          );
+          res.writeHead(e.status, { "content-type": "application/json" });
+          res.end(e.body);
+        } else res.destroy();
+      })
+      .finally(() => inflight.delete(p));
+    inflight.add(p);
+  });
+  server.keepAliveTimeout = 65_000;
+  server.requestTimeout = 0;
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(opts.port ?? 0, opts.host ?? "127.0.0.1", () => resolve());
+  });
+  const port = (server.address() as AddressInfo).port;
+
+  let drained: Promise<void> | undefined;
+  const drain = (): Promise<void> => {
+    drained ??= (async () => {
+      await new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        server.closeIdleConnections();
+      });
+      while (inflight.size > 0) await Promise.allSettled([...inflight]);
+      await ledger.flush();
+      await progress.flush();
+    })();
+    return drained;
+  };
+
+  return {
+    port,
+    url: `http://127.0.0.1:${port}`,
+    totals: () => ({ ...state.totals }),
+    drain,
+    async close() {
+      const closing = drain();
+      // Connections of a killed harness may never close by themselves.
+      setTimeout(() => server.closeAllConnections(), 2_000).unref();
+      await closing;
+      await upstream.close();
+    },
+    onCapReached(cb) {
+      state.events.on("cap", cb);
+      return () => state.events.off("cap", cb);
+    },
+  };
+}
+
+function pathOf(req: IncomingMessage): string {
+  const url = req.url ?? "/";
+  const q = url.indexOf("?");
+  return q < 0 ? url : url.slice(0, q);
+}
+
+async function readBody(req: IncomingMessage): Promise<Buffer> {
+  const chunks: Buffer[] = [];
+  for await (const c of req as AsyncIterable<Buffer>) chunks.push(c);
+  return chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks);
+}
+
+async function handle(ctx: ShimContext, req: IncomingMessage, res: ServerResponse): Promise<void> {
+  const route = routeOf(pathOf(req));
+  if (route && req.method === "POST" && route.endpoint !== "count_tokens") {
+    const raw = await readBody(req);
+    return await handleModelCall(ctx, req, res, route, raw);
+  }
+  return await passThrough(ctx, req, res, route?.provider);
+}
+
+/** Any other path (count_tokens, models, HEAD probes): forwarded with the run's key, unmetered. */
+async function passThrough(
+  ctx: ShimContext,
+  req: IncomingMessage,
+  res: ServerResponse,
+  provider: "anthropic" | "openai" | undefined,
+): Promise<void> {
+  const method = (req.method ?? "GET") as "GET";
+  const hasBody = method !== "GET" && method !== "HEAD";
+  const body = hasBody ? await readBody(req) : null;
+  const up = await ctx.upstream.request({
+    path: ctx.basePath + (req.url ?? "/"),
+    method,
+    headers: upstreamHeaders(req.headers, provider, ctx.key),
+    body,
+  });
+  res.writeHead(up.statusCode, clientHeaders(up.headers));
+  for await (const chunk of up.body as AsyncIterable<Buffer>) res.write(chunk);
+  res.end();
+}
