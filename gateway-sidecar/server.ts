@@ -269,12 +269,15 @@ export async function startGateway(opts: GatewayOptions): Promise<Gateway> {
     port,
     async close(closeOpts = {}) {
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+      // Keep-alive connections go idle one by one as their calls finish: close each as soon as it does.
       server.closeIdleConnections();
+      const sweep = setInterval(() => server.closeIdleConnections(), 50);
       if (closeOpts.abort) {
         for (const ac of inflight) ac.abort();
         server.closeAllConnections();
       }
       await closed;
+      clearInterval(sweep);
       await agent.close().catch(() => undefined);
     },
   };
