@@ -6,6 +6,7 @@ import { type Gateway, GatewayHeaders, startGateway } from "../../gateway-sideca
 import { AnthropicStreamMeter, anthropicJsonResult } from "../../providers/anthropic.js";
 import { PriceTable } from "../../providers/pricing.js";
 import { SseParser } from "../../providers/sse.js";
+import type { TokenUsage } from "../../providers/types.js";
 import { type ScriptedProvider, startScriptedProvider } from "../../scripts/scripted-provider/index.js";
 import { type FreshDb, freshDb } from "../helpers/db.js";
 
@@ -91,7 +92,7 @@ async function call(
         continue;
       }
       assert.equal(res.statusCode, 200);
-      let usage;
+      let usage: TokenUsage;
       if (stream) {
         const meter = new AnthropicStreamMeter();
         const parser = new SseParser((ev) => meter.onEvent(ev));
