@@ -1,9 +1,10 @@
 import type { Command } from "commander";
 import * as gateway from "./gateway.js";
 import * as gradeLog from "./grade-log.js";
+import * as teardown from "./teardown.js";
 
 /** Every CLI command module; add yours here. */
-const commands: Array<{ register(program: Command): void }> = [gradeLog, gateway];
+const commands: Array<{ register(program: Command): void }> = [gradeLog, gateway, teardown];
 
 export function registerAll(program: Command): void {
   for (const c of commands) c.register(program);
