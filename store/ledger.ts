@@ -1,0 +1,146 @@
+import { type Col, insertBatched } from "./batch.js";
+import type { Db } from "./db.js";
+import { nanoToNumber } from "./money.js";
+
+/*
+ * The per-call ledger: one row per provider call attempt, keyed by call_id, the truth about money. Rows are never
+ * deleted; a re-run attempt voids its predecessors' rows so totals count each call once while the history stays.
+ */
+
+export interface LedgerCallRow {
+  callId: string;
+  runName: string;
+  cellId: string;
+  attempt: number;
+  traceId?: string | null;
+  model?: string | null;
+  alias?: string | null;
+  pool?: string | null;
+  provider?: string | null;
+  /** ok / error / cut / refused … */
+  status: string;
+  httpStatus?: number | null;
+  inputTokens?: number;
+  outputTokens?: number;
+  cacheReadTokens?: number;
+  cacheWriteTokens?: number;
+  reasoningTokens?: number;
+  costNanoUsd: number | bigint;
+  priceVersion?: string | null;
+  latencyMs?: number | null;
+  ttfbMs?: number | null;
+  pacerWaitMs?: number | null;
+  retries?: number | null;
+  clampedMaxTokens?: number | null;
+  estimated?: boolean;
+  costMode?: string | null;
+  startedAt?: Date | string | null;
+}
+
+type L = LedgerCallRow;
+const col = (field: keyof L & string, column: string, kind: Col<L>["kind"]): Col<L> => ({
+  field,
+  column,
+  kind,
+});
+
+const LEDGER_COLUMNS: readonly Col<L>[] = [
+  col("callId", "call_id", "text"),
+  col("runName", "run_name", "text"),
+  col("cellId", "cell_id", "text"),
+  col("attempt", "attempt", "int"),
+  col("traceId", "trace_id", "text"),
+  col("model", "model", "text"),
+  col("alias", "alias", "text"),
+  col("pool", "pool", "text"),
+  col("provider", "provider", "text"),
+  col("status", "status", "text"),
+  col("httpStatus", "http_status", "int"),
+  col("inputTokens", "input_tokens", "bigint"),
+  col("outputTokens", "output_tokens", "bigint"),
+  col("cacheReadTokens", "cache_read_tokens", "bigint"),
+  col("cacheWriteTokens", "cache_write_tokens", "bigint"),
+  col("reasoningTokens", "reasoning_tokens", "bigint"),
+  col("costNanoUsd", "cost_nano_usd", "bigint"),
+  col("priceVersion", "price_version", "text"),
+  col("latencyMs", "latency_ms", "int"),
+  col("ttfbMs", "ttfb_ms", "int"),
+  col("pacerWaitMs", "pacer_wait_ms", "int"),
+  col("retries", "retries", "int"),
+  col("clampedMaxTokens", "clamped_max_tokens", "int"),
+  col("estimated", "estimated", "bool"),
+  col("costMode", "cost_mode", "text"),
+  col("startedAt", "started_at", "ts"),
+];
+
+/** Batched insert; a call_id already present is skipped (redelivery). Returns how many rows were new. */
+export async function insertLedgerCalls(db: Db, rows: readonly LedgerCallRow[]): Promise<number> {
+  const norm = rows.map((r) => ({
+    ...r,
+    inputTokens: r.inputTokens ?? 0,
+    outputTokens: r.outputTokens ?? 0,
+    cacheReadTokens: r.cacheReadTokens ?? 0,
+    cacheWriteTokens: r.cacheWriteTokens ?? 0,
+    reasoningTokens: r.reasoningTokens ?? 0,
+    estimated: r.estimated ?? false,
+  }));
+  return insertBatched(db, "ledger_calls", LEDGER_COLUMNS, norm, "ON CONFLICT (call_id) DO NOTHING");
+}
+
+/** Which calls to void: a cell's own rows, or a trace id and its descendants (`<traceId>__…`). */
+export type LedgerTarget = { cellId: string } | { traceIdPrefix: string };
+
+/**
+ * Marks voided (never deletes) the run's ledger rows for a cell or trace written by attempts before
+ * `beforeAttempt` — called when attempt N starts from scratch, so attempt N-1's calls stop counting.
+ * A trace prefix matches the id itself or `prefix__…` only: a bare prefix would make `…__r1` swallow `…__r10`.
+ * Returns how many rows were newly voided.
+ */
+export async function voidLedgerForTrace(
+  db: Db,
+  runName: string,
+  target: LedgerTarget,
+  beforeAttempt: number,
+): Promise<number> {
+  const base =
+    "UPDATE ledger_calls SET voided = true, voided_at = now() WHERE run_name = $1 AND attempt < $2 AND NOT voided";
+  if ("cellId" in target) {
+    return (await db.query(`${base} AND cell_id = $3`, [runName, beforeAttempt, target.cellId])).rowCount;
+  }
+  const p = target.traceIdPrefix;
+  const like = `${p.replace(/[\\%_]/g, (ch) => `\\${ch}`)}\\_\\_%`;
+  const r = await db.query(`${base} AND (trace_id = $3 OR trace_id LIKE $4 ESCAPE '\\')`, [
+    runName,
+    beforeAttempt,
+    p,
+    like,
+  ]);
+  return r.rowCount;
+}
+
+export interface LedgerTotals {
+  /** Sum over rows that still count (not voided): the run's spend. */
+  nonVoidedNanoUsd: number;
+  /** Sum over every row ever written, voided included. */
+  allNanoUsd: number;
+  calls: number;
+  voidedCalls: number;
+}
+
+export async function ledgerTotals(db: Db, runName: string): Promise<LedgerTotals> {
+  // sum(bigint) is NUMERIC: it comes back as an exact string and is converted without passing through a float.
+  const r = await db.query<{ live: string; total: string; calls: number; voided: number }>(
+    `SELECT COALESCE(sum(cost_nano_usd) FILTER (WHERE NOT voided), 0)::text AS live,
+            COALESCE(sum(cost_nano_usd), 0)::text AS total,
+            count(*) AS calls, count(*) FILTER (WHERE voided) AS voided
+       FROM ledger_calls WHERE run_name = $1`,
+    [runName],
+  );
+  const row = r.rows[0];
+  return {
+    nonVoidedNanoUsd: nanoToNumber(BigInt(row?.live ?? "0")),
+    allNanoUsd: nanoToNumber(BigInt(row?.total ?? "0")),
+    calls: row?.calls ?? 0,
+    voidedCalls: row?.voided ?? 0,
+  };
+}
