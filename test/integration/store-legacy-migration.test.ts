@@ -3,7 +3,12 @@ import { after, before, describe, test } from "node:test";
 import { EvalfleetError } from "../../protocol/errors.js";
 import type { Db } from "../../store/db.js";
 import { migrate } from "../../store/migrations.js";
-import { getBillableCost, getTotalCost, insertPhaseResults, upsertAttemptResults } from "../../store/results.js";
+import {
+  getBillableCost,
+  getTotalCost,
+  insertPhaseResults,
+  upsertAttemptResults,
+} from "../../store/results.js";
 import { type FreshDb, freshDb } from "../helpers/db.js";
 
 /*
@@ -120,7 +125,10 @@ describe(`legacy in-place migration (${process.env.DATABASE_URL ? "postgres" : "
 
   test("a legacy row without a run and without a parent aborts the whole migration, changing nothing", async () => {
     await db.query("INSERT INTO run_results (cell_id, run_name) VALUES ('orphan-cell', NULL)");
-    await assert.rejects(migrate(db), (err: unknown) => err instanceof EvalfleetError && err.code === "EF_MIGRATION");
+    await assert.rejects(
+      migrate(db),
+      (err: unknown) => err instanceof EvalfleetError && err.code === "EF_MIGRATION",
+    );
     const pk = await db.query<{ d: string }>(
       "SELECT pg_get_constraintdef(oid) AS d FROM pg_constraint WHERE conrelid = 'run_results'::regclass AND contype = 'p'",
     );
@@ -154,13 +162,18 @@ describe(`legacy in-place migration (${process.env.DATABASE_URL ? "postgres" : "
       "SELECT cell_id, run_name FROM run_results ORDER BY cell_id",
     );
     assert.deepEqual(after.rows, before.rows);
-    const rs = await db.query<{ n: number }>("SELECT count(*) AS n FROM run_state WHERE status = 'completed'");
+    const rs = await db.query<{ n: number }>(
+      "SELECT count(*) AS n FROM run_state WHERE status = 'completed'",
+    );
     assert.equal(rs.rows[0]?.n, LEGACY_RESULTS.length);
 
     // Money: REAL -> NUMERIC(20,9) via the shortest exact decimal, never the float's noise digits.
-    const money = await db.query<{ cell_id: string; total_cost: string; input_tokens: number; success: number }>(
-      "SELECT cell_id, total_cost, input_tokens, success FROM run_results ORDER BY cell_id",
-    );
+    const money = await db.query<{
+      cell_id: string;
+      total_cost: string;
+      input_tokens: number;
+      success: number;
+    }>("SELECT cell_id, total_cost, input_tokens, success FROM run_results ORDER BY cell_id");
     const byCell = new Map(money.rows.map((r) => [r.cell_id, r]));
     assert.equal(byCell.get(A)?.total_cost, "0.100000000");
     assert.equal(byCell.get(B)?.total_cost, "1.234567800");
@@ -176,9 +189,13 @@ describe(`legacy in-place migration (${process.env.DATABASE_URL ? "postgres" : "
     assert.deepEqual(modes.rows, [{ cost_mode: "platform", attempt: 1, n: LEGACY_RESULTS.length }]);
 
     // phase_results: same ids, run_name learnt from the parent, every row has its parent, repeats numbered.
-    const phases = await db.query<{ id: number; run_name: string; attempt: number; phase_name: string; total_cost: string }>(
-      "SELECT id, run_name, attempt, phase_name, total_cost FROM phase_results ORDER BY id",
-    );
+    const phases = await db.query<{
+      id: number;
+      run_name: string;
+      attempt: number;
+      phase_name: string;
+      total_cost: string;
+    }>("SELECT id, run_name, attempt, phase_name, total_cost FROM phase_results ORDER BY id");
     assert.deepEqual(phases.rows, [
       { id: 5, run_name: "alpha", attempt: 0, phase_name: "implement", total_cost: "0.000100000" },
       { id: 9, run_name: "alpha", attempt: 0, phase_name: "review", total_cost: "0.000023000" },
@@ -224,7 +241,14 @@ describe(`legacy in-place migration (${process.env.DATABASE_URL ? "postgres" : "
 
   test("a second run can now share a cell_id without overwriting the first", async () => {
     await upsertAttemptResults(db, [
-      { runName: "gamma", cellId: A, attempt: 0, totalCostNanoUsd: 7, costMode: "subscription", harness: "h2" },
+      {
+        runName: "gamma",
+        cellId: A,
+        attempt: 0,
+        totalCostNanoUsd: 7,
+        costMode: "subscription",
+        harness: "h2",
+      },
     ]);
     await insertPhaseResults(db, [{ runName: "gamma", cellId: A, attempt: 0, phaseName: "implement" }]);
     const rows = await db.query<{ run_name: string; total_cost: string; harness: string }>(

@@ -109,7 +109,13 @@ describe(`store migrations (${process.env.DATABASE_URL ? "postgres" : "pglite"})
     const pr = new Map((await columns(f.db, "phase_results")).map((c) => [c.name, c.type]));
     assert.equal(pr.get("id"), "bigint");
     assert.equal(pr.get("total_cost"), "numeric(20,9)");
-    for (const t of ["gateway_spend_log", "reconciliation_results", "virtual_keys", "grade_cache", "task_validation"]) {
+    for (const t of [
+      "gateway_spend_log",
+      "reconciliation_results",
+      "virtual_keys",
+      "grade_cache",
+      "task_validation",
+    ]) {
       assert.ok((await columns(f.db, t)).length > 0, `${t} exists`);
     }
     const idx = await f.db.query<{ indexdef: string }>(
