@@ -74,7 +74,8 @@ export function plan(req: ScriptedRequest, reply: Reply): Plan {
     cacheWrite5m,
     cacheWrite1h,
     output,
-    reasoning: Math.min(u.reasoning ?? 0, output),
+    // Anthropic reports no reasoning figure (thinking is inside output_tokens).
+    reasoning: req.provider === "openai" ? Math.min(u.reasoning ?? 0, output) : 0,
     cutInput,
   };
 }

@@ -357,8 +357,10 @@ async function pipeStream(
   const m = meter.result();
   const usage = { ...m.usage };
   const estimated = !m.reported;
-  // Nothing reported the input: a stream that produced output (or was cut) is charged the request's estimate.
-  if (estimated && usage.inputTokens === 0 && (m.sawContent || cut))
+  // Nothing reported the input: a stream that began (or was cut) is charged the request's estimate; one that opened
+  // with an error was refused before any work.
+  const began = first !== undefined && first.event !== "error" && !first.data.startsWith('{"error"');
+  if (estimated && usage.inputTokens === 0 && (began || cut))
     usage.inputTokens = estimateInputTokens(sentBytes);
   const status: Status = cut || signal.aborted ? "cut" : m.error ? "error" : m.complete ? "ok" : "cut";
   return {
