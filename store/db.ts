@@ -28,6 +28,8 @@ export interface OpenDbOptions {
   log?: Logger;
   /** pg pool size (default 10). */
   poolSize?: number;
+  /** PGlite only: start from a dumpPgliteDataDir() image instead of running initdb (test templates). */
+  loadDataDir?: Blob;
 }
 
 // Type OIDs. BIGINT comes back as a number (callers keep values below 2^53: counts, tokens, nano-USD), NUMERIC
@@ -172,7 +174,7 @@ async function openPglite(opts: OpenDbOptions): Promise<Db> {
   const parsers = { [INT8]: parseInt8, [NUMERIC]: keepString };
   const lite: PGlite = opts.dataDir
     ? await PGlite.create(opts.dataDir, { parsers })
-    : await PGlite.create({ parsers });
+    : await PGlite.create({ parsers, ...(opts.loadDataDir ? { loadDataDir: opts.loadDataDir } : {}) });
 
   // PGlite is one session: a query issued while another caller's transaction is open would run inside it. Every
   // top-level operation therefore waits its turn on this queue; statements inside a transaction go straight
@@ -192,13 +194,27 @@ async function openPglite(opts: OpenDbOptions): Promise<Db> {
     return { rows: r.rows, rowCount: r.rowCount ?? r.affectedRows ?? r.rows.length };
   };
 
-  return {
+  const db: Db = {
     kind: "pglite",
     query: (sql, params) => exclusive(() => run(lite, sql, params)),
     transaction: (fn) =>
       exclusive(() => lite.transaction((tx) => fn(txDb("pglite", (s, p) => run(tx, s, p))))),
     close: () => exclusive(() => lite.close()),
   };
+  pgliteHandles.set(db, { lite, exclusive });
+  return db;
+}
+
+const pgliteHandles = new WeakMap<Db, { lite: PGlite; exclusive: <T>(fn: () => Promise<T>) => Promise<T> }>();
+
+/**
+ * An uncompressed image of a PGlite database (between operations), for openDb({ loadDataDir }). Starting from an
+ * image skips initdb and migrations: about 0.7 s instead of several seconds.
+ */
+export async function dumpPgliteDataDir(db: Db): Promise<Blob> {
+  const h = pgliteHandles.get(db);
+  if (!h) throw new Error("dumpPgliteDataDir: not a PGlite Db");
+  return h.exclusive(() => h.lite.dumpDataDir("none"));
 }
 
 // ---- transaction handle shared by both ---------------------------------------------------------------------

@@ -1,6 +1,11 @@
-import { randomBytes } from "node:crypto";
+import { createHash, randomBytes } from "node:crypto";
+import { readdir, readFile, rename, writeFile } from "node:fs/promises";
+import { createRequire } from "node:module";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
 import pg from "pg";
-import { type Db, openDb, quoteIdent } from "../../store/db.js";
+import { type Db, dumpPgliteDataDir, openDb, quoteIdent } from "../../store/db.js";
 import { migrate } from "../../store/migrations.js";
 
 /*
@@ -23,7 +28,8 @@ export async function freshDb(name = "test", opts: { migrate?: boolean } = {}): 
   const adminUrl = process.env.DATABASE_URL;
   const wantMigrate = opts.migrate ?? true;
   if (!adminUrl) {
-    const db = await openDb();
+    const db = wantMigrate ? await openDb({ loadDataDir: await migratedPgliteImage() }) : await openDb();
+    // Still run the migrator: a no-op on the image, and it proves the image is current.
     if (wantMigrate) await migrate(db);
     return { db, cleanup: () => db.close() };
   }
@@ -67,4 +73,48 @@ async function admin(url: string, sql: string): Promise<void> {
   } finally {
     await client.end();
   }
+}
+
+/*
+ * PGlite's initdb plus the migrations cost seconds per database. The migrated database is built once, dumped, and
+ * cached on disk keyed by the PGlite version and the migration sources, so every later freshDb() in any test
+ * process loads it in well under a second. A change to any migration file changes the key.
+ */
+let image: Promise<Blob> | undefined;
+
+function migratedPgliteImage(): Promise<Blob> {
+  image ??= (async () => {
+    const path = join(tmpdir(), `evalfleet-pglite-migrated-${await templateKey()}.tar`);
+    try {
+      return new Blob([await readFile(path)]);
+    } catch {
+      const db = await openDb();
+      try {
+        await migrate(db);
+        const blob = await dumpPgliteDataDir(db);
+        const tmp = `${path}.${process.pid}.${randomBytes(4).toString("hex")}`;
+        await writeFile(tmp, new Uint8Array(await blob.arrayBuffer()));
+        await rename(tmp, path); // atomic: a concurrent reader sees the whole image or none
+        return blob;
+      } finally {
+        await db.close();
+      }
+    }
+  })();
+  return image;
+}
+
+async function templateKey(): Promise<string> {
+  const h = createHash("sha256");
+  // The package's exports hide package.json; find it next to the resolved entry point (dist/..).
+  const entry = createRequire(import.meta.url).resolve("@electric-sql/pglite");
+  h.update(await readFile(join(entry, "..", "..", "package.json")));
+  const store = fileURLToPath(new URL("../../store/", import.meta.url));
+  const files = [
+    "migrations.ts",
+    "db.ts",
+    ...(await readdir(join(store, "migrations"))).map((f) => `migrations/${f}`),
+  ];
+  for (const f of files.sort()) h.update(f).update(await readFile(join(store, f)));
+  return h.digest("hex").slice(0, 16);
 }

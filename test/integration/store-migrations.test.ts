@@ -232,6 +232,39 @@ describe(`store migrations (${process.env.DATABASE_URL ? "postgres" : "pglite"})
     assert.equal(c.rows[0]?.v, 20);
   });
 
+  test("a named schema isolates the tables; PGlite data dirs persist across reopen", async () => {
+    const url = f.url;
+    if (url) {
+      const s = await openDb({ url, schema: "ef_schema_probe" });
+      try {
+        assert.deepEqual((await migrate(s)).applied, [1, 2]);
+        const r = await s.query<{ schema: string }>(
+          "SELECT relnamespace::regnamespace::text AS schema FROM pg_class WHERE oid = 'run_results'::regclass",
+        );
+        assert.equal(r.rows[0]?.schema, "ef_schema_probe");
+      } finally {
+        await s.close();
+      }
+      return;
+    }
+    const { mkdtemp, rm } = await import("node:fs/promises");
+    const { tmpdir } = await import("node:os");
+    const { join } = await import("node:path");
+    const dir = await mkdtemp(join(tmpdir(), "ef-pglite-"));
+    try {
+      const a = await openDb({ dataDir: dir });
+      assert.deepEqual((await migrate(a)).applied, [1, 2]);
+      await a.query("INSERT INTO run_state (run_name, cell_id, status) VALUES ('r', 'c', 'completed')");
+      await a.close();
+      const b = await openDb({ dataDir: dir });
+      assert.deepEqual((await migrate(b)).applied, []);
+      assert.equal((await b.query("SELECT 1 FROM run_state")).rowCount, 1);
+      await b.close();
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+
   test("connection failures become RetryableError", async () => {
     const dead = await openDb({ url: "postgres://postgres@127.0.0.1:1/none" });
     try {
