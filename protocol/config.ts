@@ -65,7 +65,12 @@ export const RunConfigSchema = z
     tasks: z.array(z.string().min(1)).min(1, 'list task ids, or ["*"] for every task in the library'),
     task_library_path: z.string().min(1).default("tasks"),
     repeats: z.number().int("must be a whole number").min(1, "must be at least 1").max(1000).default(1),
-    parallel_runs: z.number().int("must be a whole number").min(1, "must be at least 1").max(100_000).default(1),
+    parallel_runs: z
+      .number()
+      .int("must be a whole number")
+      .min(1, "must be at least 1")
+      .max(100_000)
+      .default(1),
     budget_usd: Usd.optional(),
     docker_image: z.string().max(512).optional(),
     /** Per-attempt caps, enforced by the shim and the task entrypoint for every harness alike. */
@@ -80,7 +85,11 @@ export const RunConfigSchema = z
       const seen = new Set<string>();
       items.forEach((item, i) => {
         if (seen.has(item.name))
-          ctx.addIssue({ code: "custom", path: [path, i, "name"], message: `duplicate name ${JSON.stringify(item.name)}` });
+          ctx.addIssue({
+            code: "custom",
+            path: [path, i, "name"],
+            message: `duplicate name ${JSON.stringify(item.name)}`,
+          });
         seen.add(item.name);
       });
     };
@@ -88,13 +97,26 @@ export const RunConfigSchema = z
     dup(cfg.models, "models");
     const seenTasks = new Set<string>();
     cfg.tasks.forEach((t, i) => {
-      if (seenTasks.has(t)) ctx.addIssue({ code: "custom", path: ["tasks", i], message: `duplicate task id ${JSON.stringify(t)}` });
+      if (seenTasks.has(t))
+        ctx.addIssue({
+          code: "custom",
+          path: ["tasks", i],
+          message: `duplicate task id ${JSON.stringify(t)}`,
+        });
       seenTasks.add(t);
     });
     if (cfg.tasks.includes("*") && cfg.tasks.length > 1)
-      ctx.addIssue({ code: "custom", path: ["tasks"], message: '"*" selects every task; do not list other ids beside it' });
+      ctx.addIssue({
+        code: "custom",
+        path: ["tasks"],
+        message: '"*" selects every task; do not list other ids beside it',
+      });
     if (cfg.judge && !cfg.models.some((m) => m.name === cfg.judge?.model))
-      ctx.addIssue({ code: "custom", path: ["judge", "model"], message: `judge model ${JSON.stringify(cfg.judge.model)} is not in models` });
+      ctx.addIssue({
+        code: "custom",
+        path: ["judge", "model"],
+        message: `judge model ${JSON.stringify(cfg.judge.model)} is not in models`,
+      });
   });
 export type RunConfig = z.output<typeof RunConfigSchema>;
 export type RunConfigInput = z.input<typeof RunConfigSchema>;
@@ -150,9 +172,17 @@ export const TaskSpecSchema = z
   .loose()
   .superRefine((t, ctx) => {
     if (t.track === "multi_phase" && (!t.phases || t.phases.length === 0))
-      ctx.addIssue({ code: "custom", path: ["phases"], message: "a multi_phase task needs at least one phase" });
+      ctx.addIssue({
+        code: "custom",
+        path: ["phases"],
+        message: "a multi_phase task needs at least one phase",
+      });
     if (t.track === "open_ended" && !t.rubric)
-      ctx.addIssue({ code: "custom", path: ["rubric"], message: "an open_ended task needs a rubric for the judge" });
+      ctx.addIssue({
+        code: "custom",
+        path: ["rubric"],
+        message: "an open_ended task needs a rubric for the judge",
+      });
   });
 export type TaskSpec = z.output<typeof TaskSpecSchema>;
 

@@ -5,7 +5,8 @@ import { ErrorCode, type Issue, ValidationError } from "./errors.js";
 export function zodIssues(error: z.ZodError): Issue[] {
   return error.issues.map((i) => ({
     path: i.path.reduce<string>(
-      (acc, seg) => (typeof seg === "number" ? `${acc}[${seg}]` : acc ? `${acc}.${String(seg)}` : String(seg)),
+      (acc, seg) =>
+        typeof seg === "number" ? `${acc}[${seg}]` : acc ? `${acc}.${String(seg)}` : String(seg),
       "",
     ),
     reason: i.message,
@@ -13,11 +14,20 @@ export function zodIssues(error: z.ZodError): Issue[] {
 }
 
 /** Validate `value` against `schema`, or throw a ValidationError listing every problem. */
-export function validate<S extends z.ZodType>(schema: S, value: unknown, what: string, code: typeof ErrorCode[keyof typeof ErrorCode] = ErrorCode.InvalidMessage): z.output<S> {
+export function validate<S extends z.ZodType>(
+  schema: S,
+  value: unknown,
+  what: string,
+  code: (typeof ErrorCode)[keyof typeof ErrorCode] = ErrorCode.InvalidMessage,
+): z.output<S> {
   const r = schema.safeParse(value);
   if (r.success) return r.data;
   const issues = zodIssues(r.error);
-  throw new ValidationError(code, `${what} is invalid (${issues.length} problem${issues.length === 1 ? "" : "s"})`, issues);
+  throw new ValidationError(
+    code,
+    `${what} is invalid (${issues.length} problem${issues.length === 1 ? "" : "s"})`,
+    issues,
+  );
 }
 
 const decoder = new TextDecoder("utf-8", { fatal: true });

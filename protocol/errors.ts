@@ -31,7 +31,11 @@ export class EvalfleetError extends Error {
   readonly retryable: boolean;
   readonly issues: Issue[];
 
-  constructor(code: ErrorCode, message: string, opts: { retryable?: boolean; issues?: Issue[]; cause?: unknown } = {}) {
+  constructor(
+    code: ErrorCode,
+    message: string,
+    opts: { retryable?: boolean; issues?: Issue[]; cause?: unknown } = {},
+  ) {
     super(message, opts.cause === undefined ? undefined : { cause: opts.cause });
     this.name = "EvalfleetError";
     this.code = code;

@@ -1,4 +1,4 @@
-import { pino, type Logger } from "pino";
+import { type Logger, pino } from "pino";
 import { redactSecrets } from "./redact.js";
 
 export type { Logger };
@@ -7,7 +7,9 @@ export type { Logger };
  * The structured logger every component receives. Secrets are scrubbed from messages before they are written,
  * so a key that reaches an error message never reaches a log file.
  */
-export function createLogger(opts: { name: string; level?: string; destination?: NodeJS.WritableStream } = { name: "evalfleet" }): Logger {
+export function createLogger(
+  opts: { name: string; level?: string; destination?: NodeJS.WritableStream } = { name: "evalfleet" },
+): Logger {
   const level = opts.level ?? process.env.EVALFLEET_LOG_LEVEL ?? process.env.LOG_LEVEL ?? "info";
   return pino(
     {

@@ -271,10 +271,7 @@ export const RunProgressSchema = z.object({
   budgetNanoUsd: Int.nullable(),
   updatedAt: IsoTime,
   pools: z
-    .record(
-      z.string(),
-      z.object({ fleetSize: Int, inputs: z.record(z.string(), z.number()).optional() }),
-    )
+    .record(z.string(), z.object({ fleetSize: Int, inputs: z.record(z.string(), z.number()).optional() }))
     .optional(),
 });
 export type RunProgress = z.output<typeof RunProgressSchema>;

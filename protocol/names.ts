@@ -15,7 +15,9 @@ export function encodeToken(name: string): string {
   let out = "";
   for (const ch of name) {
     if (TOKEN_SAFE.test(ch)) out += ch;
-    else for (const byte of Buffer.from(ch, "utf8")) out += `=${byte.toString(16).toUpperCase().padStart(2, "0")}`;
+    else
+      for (const byte of Buffer.from(ch, "utf8"))
+        out += `=${byte.toString(16).toUpperCase().padStart(2, "0")}`;
   }
   if (out.length === 0) throw new Error("cannot encode an empty name as a token");
   return out;
@@ -57,7 +59,10 @@ export function nameProblem(name: string): string | undefined {
  * a short hash suffix when anything had to change so two different ids never collide.
  */
 export function safeSlug(name: string, maxLength = 120): string {
-  const cleaned = name.replace(/[^A-Za-z0-9_.-]/g, "_").replace(/\.{2,}/g, "_").replace(/^[.-]+/, "_");
+  const cleaned = name
+    .replace(/[^A-Za-z0-9_.-]/g, "_")
+    .replace(/\.{2,}/g, "_")
+    .replace(/^[.-]+/, "_");
   if (cleaned === name && cleaned.length <= maxLength) return cleaned;
   const hash = fnv1a(name).toString(16).padStart(8, "0");
   return `${cleaned.slice(0, maxLength - 9)}-${hash}`;

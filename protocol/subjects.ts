@@ -8,7 +8,12 @@ export const Subjects = {
   /** Run submissions: a plain core publish (`nats pub runs.submit '<json or yaml>'`), captured by the RUNS stream. */
   runSubmit: "runs.submit",
   /** Run lifecycle events a user can watch: accepted, rejected, finished, budget skips, reconciliation flags. */
-  events: { all: "events.>", run: (run: string) => `events.${encodeToken(run)}` },
+  events: {
+    all: "events.>",
+    run: (run: string) => `events.${encodeToken(run)}`,
+    /** Submissions rejected before a run name could be read (`=` never starts an encoded token's letters). */
+    rejected: "events.=rejected",
+  },
   /** Cell work for the dispatcher, one message per cell, per pool so each pool can be paced apart. */
   cells: {
     all: "cells.>",
@@ -33,7 +38,10 @@ export const Subjects = {
   judgeJobs: { all: "judge.jobs.>", one: (run: string) => `judge.jobs.${encodeToken(run)}` },
   judgeResults: { all: "judge.results.>", one: (run: string) => `judge.results.${encodeToken(run)}` },
   /** Operator commands for a run (drain, cancel, resume); request/reply, answered by the dispatcher. */
-  control: { all: "control.>", one: (run: string, verb: ControlVerb) => `control.${encodeToken(run)}.${verb}` },
+  control: {
+    all: "control.>",
+    one: (run: string, verb: ControlVerb) => `control.${encodeToken(run)}.${verb}`,
+  },
   /** Session-ending signal to one attempt's task entrypoint (cap reached, cancel). */
   attemptSignal: (run: string, cell: string, attempt: number) =>
     `signal.${encodeToken(run)}.${encodeToken(cell)}.${attempt}`,
@@ -48,20 +56,28 @@ export const ProgressKeys = {
   cellsOfRun: (run: string) => `cell.${encodeToken(run)}.>`,
   actor: (name: string, id: string) => `actor.${encodeToken(name)}.${encodeToken(id)}`,
   pool: (run: string, pool: string) => `pool.${encodeToken(run)}.${encodeToken(pool)}`,
+  /** A submission rejected before a run name could be read, keyed by its stream sequence. */
+  rejected: (seq: number) => `rejected.${seq}`,
 } as const;
 
-/** KV keys in the `budgets`, `jobs` and `control` buckets. */
+/** KV keys in the `budgets`, `jobs` and `control` buckets. A task fetches its job by reference from `jobs`. */
 export const StateKeys = {
   budget: (run: string) => `run.${encodeToken(run)}`,
-  job: (run: string, cell: string) => `${encodeToken(run)}.${encodeToken(cell)}`,
+  job: (run: string, cell: string) => `cell.${encodeToken(run)}.${encodeToken(cell)}`,
+  jobRun: (run: string) => `run.${encodeToken(run)}`,
+  jobTask: (run: string, task: string) => `task.${encodeToken(run)}.${encodeToken(task)}`,
   control: (run: string) => `run.${encodeToken(run)}`,
   pacerPool: (pool: string) => `pool.${encodeToken(pool)}`,
 } as const;
 
 /** Object-store names for one attempt's blobs. */
 export const BlobNames = {
-  attempt: (run: string, cell: string, attempt: number, file: "patch.diff" | "trajectory.jsonl" | "stdout.txt" | "stderr.txt" | "test_output.txt") =>
-    `${encodeToken(run)}/${encodeToken(cell)}/${attempt}/${file}`,
+  attempt: (
+    run: string,
+    cell: string,
+    attempt: number,
+    file: "patch.diff" | "trajectory.jsonl" | "stdout.txt" | "stderr.txt" | "test_output.txt",
+  ) => `${encodeToken(run)}/${encodeToken(cell)}/${attempt}/${file}`,
 } as const;
 
 /** The pool an attempt draws admission from: one (harness, model) pair, i.e. one alias. */

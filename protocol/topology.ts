@@ -2,6 +2,8 @@ import {
   AckPolicy,
   DeliverPolicy,
   DiscardPolicy,
+  JetStreamApiCodes,
+  JetStreamApiError,
   type JetStreamManager,
   RetentionPolicy,
   StorageType,
@@ -197,10 +199,25 @@ export const Buckets = {
     maxAgeMs: 7 * 86_400_000,
     description: "live progress: run.<run>, cell.<run>.<cell>, pool.<run>.<pool>, actor.<name>.<id>",
   },
-  pacer: { name: "pacer", history: 1, maxAgeMs: 0, description: "pacer token buckets and discovered limits per pool" },
+  pacer: {
+    name: "pacer",
+    history: 1,
+    maxAgeMs: 0,
+    description: "pacer token buckets and discovered limits per pool",
+  },
   budgets: { name: "budgets", history: 1, maxAgeMs: 0, description: "run budgets and reservations (CAS)" },
-  jobs: { name: "jobs", history: 1, maxAgeMs: 30 * 86_400_000, description: "job specs handed to tasks by reference" },
-  control: { name: "control", history: 1, maxAgeMs: 0, description: "run control state: active, draining, cancelled" },
+  jobs: {
+    name: "jobs",
+    history: 1,
+    maxAgeMs: 30 * 86_400_000,
+    description: "job specs handed to tasks by reference",
+  },
+  control: {
+    name: "control",
+    history: 1,
+    maxAgeMs: 0,
+    description: "run control state: active, draining, cancelled",
+  },
 } as const satisfies Record<string, BucketDef>;
 
 /** The object store for patches, trajectories, harness logs and test output. */
@@ -261,9 +278,9 @@ async function ensureStream(jsm: JetStreamManager, def: StreamDef): Promise<Stre
   }
 }
 
+/** err_code 10058: a stream with that name exists with a different configuration. */
 function isStreamExists(err: unknown): boolean {
-  const code = (err as { api_error?: { err_code?: number } }).api_error?.err_code;
-  return code === 10058;
+  return err instanceof JetStreamApiError && err.code === 10058;
 }
 
 /** Replicas per stream: 1 locally, 3 on a cluster (EVALFLEET_STREAM_REPLICAS). */
@@ -279,7 +296,8 @@ function checkStream(def: StreamDef, info: StreamInfo): void {
   if (c.duplicate_window !== def.duplicateWindowNs)
     problems.push(`duplicate_window=${c.duplicate_window} (want ${def.duplicateWindowNs})`);
   if (c.max_age !== def.maxAgeNs) problems.push(`max_age=${c.max_age} (want ${def.maxAgeNs})`);
-  if (c.max_msg_size !== def.maxMsgSize) problems.push(`max_msg_size=${c.max_msg_size} (want ${def.maxMsgSize})`);
+  if (c.max_msg_size !== def.maxMsgSize)
+    problems.push(`max_msg_size=${c.max_msg_size} (want ${def.maxMsgSize})`);
   const missing = def.subjects.filter((s) => !c.subjects.includes(s));
   if (missing.length > 0) problems.push(`subjects missing ${missing.join(", ")}`);
   if (problems.length > 0) {
@@ -311,8 +329,7 @@ async function ensureConsumer(jsm: JetStreamManager, def: ConsumerDef): Promise<
       });
     }
   } catch (err) {
-    const code = (err as { api_error?: { err_code?: number } }).api_error?.err_code;
-    if (code !== 10014) throw err; // 10014: consumer not found
+    if (!(err instanceof JetStreamApiError && err.code === JetStreamApiCodes.ConsumerNotFound)) throw err;
     info = await jsm.consumers.add(def.stream, cfg);
   }
   if (info.config.filter_subject !== def.filterSubject || info.config.ack_policy !== AckPolicy.Explicit) {

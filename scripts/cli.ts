@@ -1,8 +1,8 @@
 #!/usr/bin/env node
 import { Command, CommanderError } from "commander";
 import { EvalfleetError, formatIssues } from "../protocol/errors.js";
-import { registerAll } from "./commands/index.js";
 import { VERSION } from "../protocol/version.js";
+import { registerAll } from "./commands/index.js";
 
 /** The evalfleet command line. Each command lives in scripts/commands/<name>.ts. */
 export function buildProgram(): Command {
@@ -28,6 +28,11 @@ export function reportError(err: unknown): number {
 }
 
 async function main(): Promise<void> {
+  // `evalfleet plan x --json | head` closes stdout early; that is not an error.
+  process.stdout.on("error", (err: NodeJS.ErrnoException) => {
+    if (err.code === "EPIPE") process.exit(0);
+    throw err;
+  });
   try {
     await buildProgram().parseAsync(process.argv);
   } catch (err) {

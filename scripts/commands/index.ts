@@ -1,11 +1,13 @@
 import type { Command } from "commander";
 import * as gateway from "./gateway.js";
 import * as gradeLog from "./grade-log.js";
+import * as plan from "./plan.js";
 import * as shim from "./shim.js";
+import * as tasks from "./tasks.js";
 import * as teardown from "./teardown.js";
 
 /** Every CLI command module; add yours here. */
-const commands: Array<{ register(program: Command): void }> = [gradeLog, gateway, teardown, shim];
+const commands: Array<{ register(program: Command): void }> = [plan, tasks, teardown, gradeLog, gateway, shim];
 
 export function registerAll(program: Command): void {
   for (const c of commands) c.register(program);

@@ -66,7 +66,8 @@ export class NatsServerNode {
         // JetStream may still be recovering: wait for a connection to answer a JetStream request.
         return;
       }
-      if (Date.now() > deadline) throw new Error(`nats-server did not become ready in ${timeoutMs} ms:\n${this.output}`);
+      if (Date.now() > deadline)
+        throw new Error(`nats-server did not become ready in ${timeoutMs} ms:\n${this.output}`);
       await new Promise((r) => setTimeout(r, 20));
     }
   }
@@ -97,7 +98,12 @@ export class NatsServerNode {
   }
 }
 
-async function writeNodeConfig(spec: NodeSpec, routes: number[], clusterName: string | undefined, extra: string): Promise<void> {
+async function writeNodeConfig(
+  spec: NodeSpec,
+  routes: number[],
+  clusterName: string | undefined,
+  extra: string,
+): Promise<void> {
   const lines = [
     `server_name: ${spec.name}`,
     "listen: 127.0.0.1:" + spec.port,

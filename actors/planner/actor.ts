@@ -1,0 +1,196 @@
+import type { JsMsg } from "@nats-io/jetstream";
+import { z } from "zod";
+import type { RunConfig } from "../../protocol/config.js";
+import { ErrorCode, EvalfleetError, formatIssues } from "../../protocol/errors.js";
+import type { Logger } from "../../protocol/log.js";
+import { MessageTypes, type RunProgress } from "../../protocol/messages.js";
+import { ProgressKeys, Subjects } from "../../protocol/subjects.js";
+import { Consumers } from "../../protocol/topology.js";
+import { VERSION } from "../../protocol/version.js";
+import type { Db } from "../../store/db.js";
+import { nanoToNumber, usdToNano } from "../../store/money.js";
+import {
+  getCompletedCells,
+  getRunMetadata,
+  insertPendingCells,
+  saveRunMetadata,
+} from "../../store/results.js";
+import { Actor } from "../runtime/actor.js";
+import type { Plane } from "../runtime/connect.js";
+import { type Plan, parseSubmission, planRun, Rejection } from "./plan.js";
+import { cellWorkOf, publishCells, putRunProgress, writeJobs } from "./publish.js";
+
+export interface PlannerOptions {
+  plane: Plane;
+  db: Db;
+  log: Logger;
+  /** Where relative task_library_path values resolve (the CLI sends absolute ones). */
+  baseDir?: string;
+  /** Called after a run is planned (the gateway makes the run's key here). */
+  onPlanned?: (plan: Plan) => Promise<void>;
+}
+
+/** What the planner did with one submission. */
+export type PlanOutcome =
+  | { kind: "planned"; run: string; totalCells: number; published: number; skipped: number; resumed: boolean }
+  | { kind: "rejected"; run: string | undefined; message: string };
+
+/**
+ * The planner: takes run submissions from the RUNS stream (a plain `nats pub runs.submit` lands there), validates,
+ * expands the matrix, persists the run and one run_state row per cell, hands each incomplete cell to the dispatcher,
+ * and tells the user what happened on the run's events subject and its `run.<name>` progress key.
+ */
+export async function startPlanner(opts: PlannerOptions): Promise<Actor> {
+  const actor = new Actor("planner", opts.plane, opts.log);
+  await actor.start();
+  await actor.consume({
+    def: Consumers.planner,
+    schema: z.custom<{ seq: number; data: Uint8Array }>(),
+    what: "run submission",
+    // Parsing happens inside the handler so a bad submission becomes a visible rejection, not a poison message.
+    decode: (data: Uint8Array, msg: JsMsg) => ({ seq: msg.info.streamSequence, data }),
+    handle: async (d) => {
+      await handleSubmission(opts, actor, d.value.data, d.value.seq);
+    },
+  });
+  return actor;
+}
+
+/** Plan one submission; never throws for bad input (that is a rejection), only for infrastructure failures. */
+export async function handleSubmission(
+  opts: PlannerOptions,
+  actor: Actor,
+  data: Uint8Array,
+  seq: number,
+): Promise<PlanOutcome> {
+  const log = opts.log.child({ submission: seq });
+  let plan: Plan;
+  try {
+    const config = parseSubmission(data);
+    plan = await planRun(config, opts.baseDir ?? process.cwd());
+  } catch (err) {
+    if (!(err instanceof Rejection)) throw err;
+    await reject(opts, actor, err, seq);
+    log.info({ run: err.runName, issues: err.issues.length }, "run rejected");
+    return { kind: "rejected", run: err.runName, message: err.message };
+  }
+  return await persistAndPublish(opts, actor, plan, seq);
+}
+
+async function reject(opts: PlannerOptions, actor: Actor, err: Rejection, seq: number): Promise<void> {
+  const run = err.runName;
+  const message = `run rejected: ${err.message}`;
+  if (run === undefined) {
+    await opts.plane.kv.progress.put(
+      ProgressKeys.rejected(seq),
+      JSON.stringify({
+        type: MessageTypes.runProgress,
+        phase: "rejected",
+        message,
+        issues: err.issues,
+        at: new Date().toISOString(),
+      }),
+    );
+    await opts.plane.js.publish(
+      Subjects.events.rejected,
+      JSON.stringify({ message, issues: err.issues, seq }),
+    );
+    return;
+  }
+  await actor.publishEvent({ run, kind: "rejected", message, issues: err.issues });
+  // A rejected resubmission must not overwrite a live run's progress; its event is enough.
+  const existing = await getRunMetadata(opts.db, run);
+  if (existing) return;
+  await putRunProgress(opts.plane.kv.progress, {
+    run,
+    phase: "rejected",
+    message: `${message}\n${formatIssues(err.issues)}`,
+    issues: err.issues,
+    totalCells: 0,
+    completed: 0,
+    failed: 0,
+    skipped: 0,
+    running: 0,
+    pending: 0,
+    totalCostNanoUsd: 0,
+    billableCostNanoUsd: 0,
+    budgetNanoUsd: null,
+  });
+}
+
+async function persistAndPublish(
+  opts: PlannerOptions,
+  actor: Actor,
+  plan: Plan,
+  seq: number,
+): Promise<PlanOutcome> {
+  const { config, cells } = plan;
+  const run = config.name;
+  const log = opts.log.child({ run });
+  const previous = await getRunMetadata(opts.db, run);
+  if (previous) {
+    const was = JSON.parse(previous.configJson) as RunConfig;
+    if (JSON.stringify(was) !== JSON.stringify(config))
+      log.warn("resubmitted run has a different config; the new one is used for incomplete cells");
+  }
+  await opts.db.transaction(async (tx) => {
+    await saveRunMetadata(tx, {
+      runName: run,
+      config,
+      version: VERSION,
+      dockerImage: config.docker_image ?? null,
+    });
+    await insertPendingCells(tx, run, cells);
+  });
+  const completed = await getCompletedCells(opts.db, run);
+  const work = cells.filter((c) => !completed.has(c.cellId)).map((c) => cellWorkOf(run, c));
+  await writeJobs(opts.plane.kv.jobs, config, plan.tasks, work);
+  await opts.onPlanned?.(plan);
+  const progress: Omit<RunProgress, "type" | "updatedAt"> = {
+    run,
+    phase: work.length === 0 ? "finished" : "planned",
+    message:
+      work.length === 0
+        ? `all ${cells.length} cells already completed`
+        : `${previous ? "resumed" : "planned"}: ${work.length} of ${cells.length} cells queued${completed.size ? `, ${completed.size} already completed` : ""}`,
+    totalCells: cells.length,
+    completed: completed.size,
+    failed: 0,
+    skipped: 0,
+    running: 0,
+    pending: work.length,
+    totalCostNanoUsd: 0,
+    billableCostNanoUsd: 0,
+    budgetNanoUsd: config.budget_usd === undefined ? null : nanoToNumber(usdToNano(config.budget_usd)),
+  };
+  await putRunProgress(opts.plane.kv.progress, progress);
+  const published = await publishCells(opts.plane.js, work, seq);
+  await actor.publishEvent({
+    run,
+    kind: previous ? "resumed" : "accepted",
+    message: progress.message,
+    data: {
+      totalCells: cells.length,
+      queued: work.length,
+      completed: completed.size,
+      tasks: plan.tasks.length,
+    },
+  });
+  log.info({ totalCells: cells.length, queued: work.length }, previous ? "run resumed" : "run planned");
+  return {
+    kind: "planned",
+    run,
+    totalCells: cells.length,
+    published,
+    skipped: completed.size,
+    resumed: previous !== null,
+  };
+}
+
+/** Thrown by `evalfleet submit` when the planner does not answer in time. */
+export function plannerTimeout(run: string, ms: number): EvalfleetError {
+  return new EvalfleetError(
+    ErrorCode.Timeout,
+    `no verdict for run ${run} after ${ms} ms: is the planner running? Start it with \`evalfleet up\` or \`evalfleet actor planner\`.`,
+  );
+}

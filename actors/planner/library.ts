@@ -1,0 +1,104 @@
+import { readdir, readFile } from "node:fs/promises";
+import { extname, isAbsolute, join, resolve } from "node:path";
+import { parse as parseYaml } from "yaml";
+import { type RunConfig, type TaskSpec, TaskSpecSchema } from "../../protocol/config.js";
+import { zodIssues } from "../../protocol/decode.js";
+import { ErrorCode, type Issue, ValidationError } from "../../protocol/errors.js";
+
+const TASK_FILE = /\.(ya?ml|json)$/i;
+
+/** A task library: every task file in one folder, keyed by id, with where each came from. */
+export interface TaskLibrary {
+  dir: string;
+  tasks: Map<string, TaskSpec>;
+  files: Map<string, string>;
+}
+
+/**
+ * Load every task YAML / JSON in `dir` (not recursive). Every file is validated; every problem in every file is
+ * reported at once, with the file name in the path.
+ */
+export async function loadTaskLibrary(dir: string): Promise<TaskLibrary> {
+  let names: string[];
+  try {
+    names = (await readdir(dir)).filter((n) => TASK_FILE.test(n)).sort();
+  } catch (err) {
+    throw new ValidationError(ErrorCode.InvalidConfig, `task library ${dir} cannot be read`, [
+      {
+        path: "task_library_path",
+        reason: `${(err as NodeJS.ErrnoException).code ?? "error"}: ${dir} — point it at a folder of task YAMLs`,
+      },
+    ]);
+  }
+  const tasks = new Map<string, TaskSpec>();
+  const files = new Map<string, string>();
+  const issues: Issue[] = [];
+  for (const name of names) {
+    const file = join(dir, name);
+    let raw: unknown;
+    try {
+      const text = await readFile(file, "utf8");
+      raw = extname(name).toLowerCase() === ".json" ? JSON.parse(text) : parseYaml(text);
+    } catch (err) {
+      issues.push({
+        path: name,
+        reason: `cannot parse: ${err instanceof Error ? err.message.split("\n")[0] : String(err)}`,
+      });
+      continue;
+    }
+    const r = TaskSpecSchema.safeParse(raw);
+    if (!r.success) {
+      for (const i of zodIssues(r.error)) issues.push({ path: `${name}:${i.path}`, reason: i.reason });
+      continue;
+    }
+    const prev = files.get(r.data.id);
+    if (prev) {
+      issues.push({ path: `${name}:id`, reason: `task id ${r.data.id} is also defined in ${prev}` });
+      continue;
+    }
+    tasks.set(r.data.id, r.data);
+    files.set(r.data.id, name);
+  }
+  if (issues.length > 0)
+    throw new ValidationError(
+      ErrorCode.InvalidConfig,
+      `task library ${dir} has ${issues.length} invalid task file(s)`,
+      issues,
+    );
+  return { dir, tasks, files };
+}
+
+/** Resolve `task_library_path` against the folder the run file lives in (or the working directory). */
+export function libraryDir(config: RunConfig, baseDir: string): string {
+  return isAbsolute(config.task_library_path)
+    ? config.task_library_path
+    : resolve(baseDir, config.task_library_path);
+}
+
+/**
+ * The run's tasks in a stable order: `["*"]` is every task in the library sorted by id; otherwise the listed ids in
+ * the listed order, with every unknown id reported.
+ */
+export function selectTasks(config: RunConfig, library: TaskLibrary): TaskSpec[] {
+  if (config.tasks.length === 1 && config.tasks[0] === "*") {
+    return [...library.tasks.keys()].sort().map((id) => library.tasks.get(id)!);
+  }
+  const issues: Issue[] = [];
+  const out: TaskSpec[] = [];
+  config.tasks.forEach((id, i) => {
+    const t = library.tasks.get(id);
+    if (t) out.push(t);
+    else
+      issues.push({
+        path: `tasks[${i}]`,
+        reason: `unknown task id ${JSON.stringify(id)} (not in ${library.dir})`,
+      });
+  });
+  if (issues.length > 0)
+    throw new ValidationError(
+      ErrorCode.UnknownTask,
+      `${issues.length} task id(s) are not in the task library`,
+      issues,
+    );
+  return out;
+}

@@ -1,0 +1,130 @@
+import {
+  type HarnessSpec,
+  hasReviewPhase,
+  type ModelSpec,
+  type RunConfig,
+  type TaskSpec,
+} from "../../protocol/config.js";
+import { ErrorCode, EvalfleetError } from "../../protocol/errors.js";
+import { poolId } from "../../protocol/subjects.js";
+import { nanoToNumber, usdToNano } from "../../store/money.js";
+
+/** One cell of the matrix: a harness, a model (and maybe a review model), a task and a repeat index. */
+export interface Cell {
+  cellId: string;
+  harness: HarnessSpec;
+  model: ModelSpec;
+  reviewModel: ModelSpec | null;
+  task: TaskSpec;
+  repeat: number;
+  /** the gateway trace id: the cell id itself for single-phase cells */
+  traceId: string;
+  /** per-phase trace ids `{cell_id}__phase-{name}` for multi_phase tasks, in phase order */
+  phaseTraceIds: string[];
+  pool: string;
+  /** all-or-nothing budget exemption (the seed's three rules) */
+  exempt: boolean;
+}
+
+/**
+ * The frozen cell-id format: `{harness}__{model}__{task}__r{repeat}`, plus `__rev-{review}` for a multi_phase task
+ * with a review phase.
+ */
+export function cellIdOf(
+  harness: string,
+  model: string,
+  task: string,
+  repeat: number,
+  review?: string,
+): string {
+  const base = `${harness}__${model}__${task}__r${repeat}`;
+  return review === undefined ? base : `${base}__rev-${review}`;
+}
+
+/** Per-phase trace id: `{cell_id}__phase-{phase}`. */
+export function phaseTraceId(cellId: string, phase: string): string {
+  return `${cellId}__phase-${phase}`;
+}
+
+/**
+ * A cell is budget-exempt only when the implementation model is subscription, the review model (if any) is also
+ * subscription, and the task is not open_ended (the judge's calls are platform-billed).
+ */
+export function isExempt(model: ModelSpec, reviewModel: ModelSpec | null, task: TaskSpec): boolean {
+  return (
+    model.cost_mode === "subscription" &&
+    (reviewModel === null || reviewModel.cost_mode === "subscription") &&
+    task.track !== "open_ended"
+  );
+}
+
+/**
+ * Expand harness × model × task × repeat exactly as the seed does: harness outer, then task; swe / open_ended tasks
+ * take every model; a multi_phase task with a review phase takes implementation × review pairs and raises (as the
+ * seed's ValueError) when either role has no model; a multi_phase task without one takes implementation models.
+ */
+export function buildMatrix(config: RunConfig, tasks: readonly TaskSpec[]): Cell[] {
+  const implModels = config.models.filter((m) => m.role === "implementation");
+  const reviewModels = config.models.filter((m) => m.role === "review");
+  const cells: Cell[] = [];
+  for (const harness of config.harnesses) {
+    for (const task of tasks) {
+      if (task.track === "multi_phase" && hasReviewPhase(task)) {
+        if (implModels.length === 0)
+          throw new EvalfleetError(
+            ErrorCode.MatrixInvalid,
+            `task ${task.id} is multi_phase with a review phase, but no model has role: implementation — add one to models`,
+          );
+        if (reviewModels.length === 0)
+          throw new EvalfleetError(
+            ErrorCode.MatrixInvalid,
+            `task ${task.id} is multi_phase with a review phase, but no model has role: review — add one to models`,
+          );
+        for (const model of implModels)
+          for (const review of reviewModels)
+            for (let r = 0; r < config.repeats; r++) cells.push(makeCell(harness, model, review, task, r));
+      } else {
+        const models = task.track === "multi_phase" ? implModels : config.models;
+        for (const model of models)
+          for (let r = 0; r < config.repeats; r++) cells.push(makeCell(harness, model, null, task, r));
+      }
+    }
+  }
+  return cells;
+}
+
+function makeCell(
+  harness: HarnessSpec,
+  model: ModelSpec,
+  review: ModelSpec | null,
+  task: TaskSpec,
+  repeat: number,
+): Cell {
+  const cellId = cellIdOf(harness.name, model.name, task.id, repeat, review?.name);
+  return {
+    cellId,
+    harness,
+    model,
+    reviewModel: review,
+    task,
+    repeat,
+    traceId: cellId,
+    phaseTraceIds:
+      task.track === "multi_phase" ? (task.phases ?? []).map((p) => phaseTraceId(cellId, p.name)) : [],
+    pool: poolId(harness.name, model.name),
+    exempt: isExempt(model, review, task),
+  };
+}
+
+/**
+ * The seed's estimate rules: an exempt cell reserves 0; else the per-attempt cap (`max_cost_usd`) when set; else
+ * budget_usd / total cells (the real cell count, not the task count). Integer nano-USD, rounded up.
+ */
+export function estimateNanoUsd(config: RunConfig, exempt: boolean, totalCells: number): number {
+  if (exempt) return 0;
+  if (config.max_cost_usd !== undefined) return nanoToNumber(usdToNano(config.max_cost_usd));
+  if (config.budget_usd === undefined || totalCells === 0) return 0;
+  const budget = usdToNano(config.budget_usd);
+  const n = BigInt(totalCells);
+  return nanoToNumber((budget + n - 1n) / n);
+}

@@ -1,0 +1,123 @@
+import { parse as parseYaml } from "yaml";
+import { type RunConfig, RunConfigSchema, type TaskSpec } from "../../protocol/config.js";
+import { zodIssues } from "../../protocol/decode.js";
+import { ErrorCode, EvalfleetError, type Issue, ValidationError } from "../../protocol/errors.js";
+import { libraryDir, loadTaskLibrary, selectTasks } from "./library.js";
+import { buildMatrix, type Cell } from "./matrix.js";
+
+/** Submissions larger than this are refused before parsing (the stream itself takes up to 1 MiB). */
+export const MAX_SUBMISSION_BYTES = 256 * 1024;
+
+/** A submission that could not become a plan: the name (when one could be read) and every problem. */
+export class Rejection extends ValidationError {
+  constructor(
+    readonly runName: string | undefined,
+    message: string,
+    issues: Issue[],
+    code: (typeof ErrorCode)[keyof typeof ErrorCode] = ErrorCode.InvalidConfig,
+  ) {
+    super(code, message, issues);
+    this.name = "Rejection";
+  }
+}
+
+const utf8 = new TextDecoder("utf-8", { fatal: true });
+
+/** A best-effort run name from a raw value, so a rejection can be shown where the user is looking. */
+function nameOf(raw: unknown): string | undefined {
+  if (raw && typeof raw === "object" && "name" in raw) {
+    const n = (raw as { name: unknown }).name;
+    if (typeof n === "string" && n.length > 0 && n.length <= 128) return n;
+  }
+  return undefined;
+}
+
+/** Parse a submission body: JSON or YAML, bounded in size, validated against the run-config schema. */
+export function parseSubmission(data: Uint8Array): RunConfig {
+  if (data.byteLength > MAX_SUBMISSION_BYTES)
+    throw new Rejection(
+      undefined,
+      `submission is ${data.byteLength} bytes; the limit is ${MAX_SUBMISSION_BYTES}`,
+      [
+        {
+          path: "",
+          reason: `payload of ${data.byteLength} bytes exceeds ${MAX_SUBMISSION_BYTES}; list tasks by id or use tasks: ["*"] instead of inlining them`,
+        },
+      ],
+      ErrorCode.PayloadTooLarge,
+    );
+  let text: string;
+  try {
+    text = utf8.decode(data);
+  } catch {
+    throw new Rejection(undefined, "submission is not UTF-8 text", [
+      { path: "", reason: "send JSON or YAML encoded as UTF-8" },
+    ]);
+  }
+  if (text.trim().length === 0)
+    throw new Rejection(undefined, "submission is empty", [
+      { path: "", reason: "send a run config as JSON or YAML" },
+    ]);
+  let raw: unknown;
+  const trimmed = text.trimStart();
+  try {
+    raw = trimmed.startsWith("{") || trimmed.startsWith("[") ? JSON.parse(text) : parseYaml(text);
+  } catch (err) {
+    const kind = trimmed.startsWith("{") || trimmed.startsWith("[") ? "JSON" : "YAML";
+    throw new Rejection(undefined, `submission is not valid ${kind}`, [
+      {
+        path: "",
+        reason: (err instanceof Error ? err.message : String(err)).split("\n")[0] ?? "parse error",
+      },
+    ]);
+  }
+  if (raw === null || typeof raw !== "object" || Array.isArray(raw))
+    throw new Rejection(undefined, "submission is not a run config", [
+      {
+        path: "",
+        reason: `expected a mapping with name, harnesses, models, tasks; got ${Array.isArray(raw) ? "a list" : raw === null ? "null" : typeof raw}`,
+      },
+    ]);
+  const r = RunConfigSchema.safeParse(raw);
+  if (!r.success) {
+    const issues = zodIssues(r.error);
+    throw new Rejection(
+      nameOf(raw),
+      `run config has ${issues.length} problem${issues.length === 1 ? "" : "s"}`,
+      issues,
+    );
+  }
+  return r.data;
+}
+
+/** A validated run, expanded. */
+export interface Plan {
+  config: RunConfig;
+  tasks: TaskSpec[];
+  cells: Cell[];
+  libraryDir: string;
+}
+
+/** Load the task library, resolve the task list and expand the matrix. Every failure is a Rejection. */
+export async function planRun(config: RunConfig, baseDir: string): Promise<Plan> {
+  const dir = libraryDir(config, baseDir);
+  try {
+    const library = await loadTaskLibrary(dir);
+    const tasks = selectTasks(config, library);
+    if (tasks.length === 0)
+      throw new Rejection(config.name, "the run selects no tasks", [
+        {
+          path: "tasks",
+          reason: `task library ${dir} is empty; add task YAMLs or point task_library_path elsewhere`,
+        },
+      ]);
+    const cells = buildMatrix(config, tasks);
+    return { config: { ...config, task_library_path: dir }, tasks, cells, libraryDir: dir };
+  } catch (err) {
+    if (err instanceof Rejection) throw err;
+    if (err instanceof ValidationError) throw new Rejection(config.name, err.message, err.issues, err.code);
+    if (err instanceof EvalfleetError)
+      throw new Rejection(config.name, err.message, [{ path: "tasks", reason: err.message }], err.code);
+    throw err;
+  }
+}

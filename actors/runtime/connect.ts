@@ -1,0 +1,71 @@
+import { type JetStreamClient, type JetStreamManager, jetstream, jetstreamManager } from "@nats-io/jetstream";
+import { type KV, Kvm } from "@nats-io/kv";
+import { type ObjectStore, Objm } from "@nats-io/obj";
+import { connect, type NatsConnection } from "@nats-io/transport-node";
+import { ErrorCode, RetryableError } from "../../protocol/errors.js";
+import { Buckets, ensureTopology, ObjectStores } from "../../protocol/topology.js";
+
+/** Everything an actor needs from NATS, opened once. */
+export interface Plane {
+  nc: NatsConnection;
+  js: JetStreamClient;
+  jsm: JetStreamManager;
+  kv: { progress: KV; pacer: KV; budgets: KV; jobs: KV; control: KV };
+  blobs: ObjectStore;
+  close(): Promise<void>;
+}
+
+/** NATS_URL, or the local default. */
+export function natsUrl(): string {
+  return process.env.NATS_URL ?? "nats://127.0.0.1:4222";
+}
+
+/**
+ * Connect, make sure the topology exists (idempotent) and open the buckets. A server that does not answer is a
+ * RetryableError that says where evalfleet looked.
+ */
+export async function openPlane(opts: {
+  servers?: string | string[];
+  name: string;
+  ensure?: boolean;
+}): Promise<Plane> {
+  const servers = opts.servers ?? natsUrl().split(",");
+  let nc: NatsConnection;
+  try {
+    nc = await connect({
+      servers,
+      name: opts.name,
+      maxReconnectAttempts: -1,
+      reconnectTimeWait: 250,
+      timeout: 5_000,
+    });
+  } catch (err) {
+    throw new RetryableError(
+      ErrorCode.Unavailable,
+      `cannot reach NATS at ${String(servers)}: ${err instanceof Error ? err.message : String(err)}. Start nats-server with -js, or set NATS_URL.`,
+      { cause: err },
+    );
+  }
+  const jsm = await jetstreamManager(nc, { timeout: 10_000 });
+  if (opts.ensure !== false) await ensureTopology(nc, jsm);
+  const js = jetstream(nc, { timeout: 10_000 });
+  const kvm = new Kvm(js);
+  const [progress, pacer, budgets, jobs, control] = await Promise.all([
+    kvm.open(Buckets.progress.name),
+    kvm.open(Buckets.pacer.name),
+    kvm.open(Buckets.budgets.name),
+    kvm.open(Buckets.jobs.name),
+    kvm.open(Buckets.control.name),
+  ]);
+  const blobs = await new Objm(js).open(ObjectStores.blobs.name);
+  return {
+    nc,
+    js,
+    jsm,
+    kv: { progress, pacer, budgets, jobs, control },
+    blobs,
+    async close() {
+      if (!nc.isClosed()) await nc.drain().catch(() => nc.close());
+    },
+  };
+}

@@ -1,0 +1,8 @@
+// A tiny calculator module.
+export function add(a, b) {
+  return a - b;
+}
+
+export function sub(a, b) {
+  return a - b;
+}

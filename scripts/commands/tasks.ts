@@ -1,0 +1,75 @@
+import { createReadStream } from "node:fs";
+import { mkdir, writeFile } from "node:fs/promises";
+import { join } from "node:path";
+import { createInterface } from "node:readline";
+import type { Command } from "commander";
+import { stringify } from "yaml";
+import { TaskSpecSchema } from "../../protocol/config.js";
+import { zodIssues } from "../../protocol/decode.js";
+import { ErrorCode, type Issue, ValidationError } from "../../protocol/errors.js";
+import { safeSlug } from "../../protocol/names.js";
+
+/**
+ * Turn SWE-bench dataset records (JSONL) into a task library: one YAML per instance, the dataset's own field names
+ * kept, `id` = instance_id, track swe. Every bad line is reported with its line number; nothing is written unless
+ * every line is good.
+ */
+export async function importSwebench(jsonl: string, dir: string): Promise<{ written: number; dir: string }> {
+  const tasks: Array<{ id: string; record: Record<string, unknown> }> = [];
+  const issues: Issue[] = [];
+  const lines = createInterface({ input: createReadStream(jsonl), crlfDelay: Number.POSITIVE_INFINITY });
+  let n = 0;
+  try {
+    for await (const line of lines) {
+      n++;
+      if (line.trim() === "") continue;
+      let rec: Record<string, unknown>;
+      try {
+        rec = JSON.parse(line) as Record<string, unknown>;
+      } catch (err) {
+        issues.push({
+          path: `line ${n}`,
+          reason: `not JSON: ${err instanceof Error ? err.message : String(err)}`,
+        });
+        continue;
+      }
+      const id = rec.instance_id ?? rec.id;
+      const candidate = { ...rec, id, track: rec.track ?? "swe" };
+      const r = TaskSpecSchema.safeParse(candidate);
+      if (!r.success) {
+        for (const i of zodIssues(r.error)) issues.push({ path: `line ${n}:${i.path}`, reason: i.reason });
+        continue;
+      }
+      tasks.push({ id: r.data.id, record: candidate });
+    }
+  } catch (err) {
+    throw new ValidationError(ErrorCode.InvalidConfig, `cannot read ${jsonl}`, [
+      { path: jsonl, reason: `${(err as NodeJS.ErrnoException).code ?? String(err)} — check the path` },
+    ]);
+  }
+  if (issues.length > 0)
+    throw new ValidationError(
+      ErrorCode.InvalidConfig,
+      `${jsonl} has ${issues.length} problem(s); nothing was written`,
+      issues,
+    );
+  await mkdir(dir, { recursive: true });
+  for (const t of tasks)
+    await writeFile(join(dir, `${safeSlug(t.id)}.yaml`), stringify(t.record, { lineWidth: 0 }));
+  return { written: tasks.length, dir };
+}
+
+export function register(program: Command): void {
+  const tasks = program.command("tasks").description("Manage task libraries");
+  tasks
+    .command("import")
+    .description("Write a task library from SWE-bench dataset records (JSONL, one instance per line)")
+    .argument("<jsonl>", "dataset records, e.g. swebench.jsonl")
+    .argument("<dir>", "task library folder to write")
+    .option("--json", "print the result as JSON")
+    .action(async (jsonl: string, dir: string, opts: { json?: boolean }) => {
+      const r = await importSwebench(jsonl, dir);
+      if (opts.json) process.stdout.write(`${JSON.stringify(r)}\n`);
+      else process.stdout.write(`wrote ${r.written} task(s) to ${r.dir}\n`);
+    });
+}
