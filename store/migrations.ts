@@ -11,7 +11,7 @@ export type { Migration } from "./migrations/types.js";
 export const MIGRATIONS: readonly Migration[] = [migration001, migration002];
 
 // pg_advisory_xact_lock key shared by every evalfleet migrator ("evalflt" as ASCII bytes).
-const MIGRATION_LOCK_KEY = "28548151946751092";
+const MIGRATION_LOCK_KEY = "28559133450333300";
 
 export interface MigrateResult {
   /** Versions applied by this call (empty when the database was already current). */
