@@ -5,9 +5,18 @@ import * as plan from "./plan.js";
 import * as shim from "./shim.js";
 import * as tasks from "./tasks.js";
 import * as teardown from "./teardown.js";
+import * as validateEnv from "./validate-env.js";
 
 /** Every CLI command module; add yours here. */
-const commands: Array<{ register(program: Command): void }> = [plan, tasks, teardown, gradeLog, gateway, shim];
+const commands: Array<{ register(program: Command): void }> = [
+  plan,
+  tasks,
+  teardown,
+  gradeLog,
+  gateway,
+  shim,
+  validateEnv,
+];
 
 export function registerAll(program: Command): void {
   for (const c of commands) c.register(program);
