@@ -1,14 +1,22 @@
 import type { Command } from "commander";
+import * as actor from "./actor.js";
 import * as gateway from "./gateway.js";
 import * as gradeLog from "./grade-log.js";
 import * as plan from "./plan.js";
 import * as shim from "./shim.js";
+import * as start from "./start.js";
+import * as submit from "./submit.js";
 import * as tasks from "./tasks.js";
 import * as teardown from "./teardown.js";
+import * as up from "./up.js";
 import * as validateEnv from "./validate-env.js";
 
 /** Every CLI command module; add yours here. */
 const commands: Array<{ register(program: Command): void }> = [
+  start,
+  up,
+  actor,
+  submit,
   plan,
   tasks,
   teardown,

@@ -1,0 +1,23 @@
+import type { Logger } from "../protocol/log.js";
+import type { Db } from "../store/db.js";
+import { startGraderSupervisor } from "./grader-supervisor/actor.js";
+import { startPlanner } from "./planner/actor.js";
+import type { Actor } from "./runtime/actor.js";
+import type { Plane } from "./runtime/connect.js";
+
+/** What every actor is started with. */
+export interface ActorContext {
+  plane: Plane;
+  db: Db;
+  log: Logger;
+}
+
+/** Every actor `evalfleet actor <name>` and `evalfleet up` can start. */
+export const ACTORS: Record<string, (ctx: ActorContext) => Promise<Actor>> = {
+  planner: (ctx) => startPlanner(ctx),
+  "grader-supervisor": (ctx) => startGraderSupervisor(ctx),
+};
+
+export function actorNames(): string[] {
+  return Object.keys(ACTORS).sort();
+}
