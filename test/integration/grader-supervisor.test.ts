@@ -1,11 +1,15 @@
 /** The grader-supervisor end to end: real nats-server, a fresh database, the repository's own sample tasks. */
 import assert from "node:assert/strict";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
 import path from "node:path";
 import { after, before, describe, it } from "node:test";
 import type { Subscription } from "@nats-io/transport-node";
 import { startGraderSupervisor } from "../../actors/grader-supervisor/actor.js";
+import { createDockerBackend } from "../../actors/grader-supervisor/backends/docker.js";
 import { createLocalBackend } from "../../actors/grader-supervisor/backends/local.js";
 import type { GradeBackend } from "../../actors/grader-supervisor/backends/types.js";
+import { officialImageName, pyJsonDumps } from "../../actors/grader-supervisor/grading/index.js";
 import { loadTaskLibrary } from "../../actors/planner/library.js";
 import type { Actor } from "../../actors/runtime/actor.js";
 import { openPlane, type Plane } from "../../actors/runtime/connect.js";
@@ -16,7 +20,14 @@ import { BlobNames, StateKeys, Subjects } from "../../protocol/subjects.js";
 import { type FreshDb, freshDb } from "../helpers/db.js";
 import { startNats, type TestNats } from "../helpers/nats.js";
 
-const LIBRARY = path.resolve(import.meta.dirname, "../../examples/tasks");
+const ROOT = path.resolve(import.meta.dirname, "../..");
+const LIBRARY = path.join(ROOT, "examples/tasks");
+// A real SWE-bench case: its official eval log is what the fake docker's eval prints.
+const CASE = path.resolve(
+  ROOT,
+  "../shared/conformance/swebench/cases/astropy__astropy-14365__vexp-swebench-1774184993333",
+);
+const DIGEST = `sha256:${"cd".repeat(32)}`;
 const RUN = "grade-run";
 
 let nats: TestNats;
@@ -70,6 +81,15 @@ before(async () => {
   for (const t of library.tasks.values())
     await plane.kv.jobs.put(StateKeys.jobTask(RUN, t.id), JSON.stringify(t));
   gold = library.tasks.get("sample-calc-add")?.patch ?? "";
+  const instance = JSON.parse(readFileSync(path.join(CASE, "instance.json"), "utf8")) as {
+    instance_id: string;
+  };
+  const swe = {
+    ...instance,
+    id: instance.instance_id,
+    image: `${officialImageName(instance.instance_id)}@${DIGEST}`,
+  };
+  await plane.kv.jobs.put(StateKeys.jobTask(RUN, swe.id), JSON.stringify(swe));
   sub = plane.nc.subscribe(Subjects.gradeResults.all);
   void (async () => {
     for await (const m of sub) {
@@ -90,8 +110,20 @@ after(async () => {
 describe("grader-supervisor", () => {
   let actor: Actor;
   let localGrades = 0;
+  let dockerDir: string;
 
   before(async () => {
+    dockerDir = mkdtempSync(path.join(tmpdir(), "grader-fake-docker-"));
+    const docker = createDockerBackend({
+      dockerPath: path.join(ROOT, "test/fixtures/fake-docker/docker"),
+      env: {
+        ...process.env,
+        FAKE_DOCKER_LOG: path.join(dockerDir, "calls.log"),
+        FAKE_DOCKER_STATE: path.join(dockerDir, "state"),
+        FAKE_DOCKER_HAVE_IMAGE: "1",
+        FAKE_DOCKER_EVAL_OUTPUT: path.join(CASE, "test_output.txt"),
+      },
+    });
     const { NODE_TEST_CONTEXT: _inner, ...env } = process.env;
     const real = createLocalBackend({ env });
     const counting: GradeBackend = {
@@ -105,12 +137,13 @@ describe("grader-supervisor", () => {
       plane,
       db: fdb.db,
       log: silentLogger(),
-      backends: { local: counting },
+      backends: { local: counting, docker },
     });
   });
 
   after(async () => {
     await actor.drain(5_000);
+    rmSync(dockerDir, { recursive: true, force: true });
   });
 
   it("the gold patch grades FULL with the official report", async () => {
@@ -159,6 +192,20 @@ describe("grader-supervisor", () => {
     const library = await loadTaskLibrary(LIBRARY);
     await submit("cell-ranges", library.tasks.get("sample-ranges-sum")?.patch ?? "", "sample-ranges-sum");
     assert.equal((await waitResult("cell-ranges")).status, "FULL");
+  });
+
+  it("a SWE-bench task grades in its pinned image; the report is the official report.json", async () => {
+    await submit("cell-swe", readFileSync(path.join(CASE, "patch.diff"), "utf8"), "astropy__astropy-14365");
+    const r = await waitResult("cell-swe");
+    assert.equal(r.status, "FULL");
+    assert.equal(r.imageDigest, DIGEST);
+    assert.equal(
+      `${pyJsonDumps(r.report)}\n`.trim(),
+      readFileSync(path.join(CASE, "report.json"), "utf8").trim(),
+    );
+    const calls = readFileSync(path.join(dockerDir, "calls.log"), "utf8");
+    assert.match(calls, new RegExp(`sweb\\.eval\\.x86_64\\.astropy_1776_astropy-14365@${DIGEST}`));
+    assert.match(calls, /^rm\x1f-f\x1f-v\x1f/m, "the container is removed");
   });
 });
 
