@@ -64,8 +64,11 @@ export class PoolBucket {
   private pausedUntilMs = 0;
   private overloadStreak = 0;
 
-  /** `full`: start with full buckets (a fresh pool); a successor after a crash starts empty (see restore). */
-  constructor(cfg: PoolConfig, nowMs: number, full = true) {
+  /**
+   * A pool starts EMPTY and fills at its rate: the provider key may already be in use (another run, a previous
+   * owner), and one burst forgone at the start of a run costs nothing measurable. `full` is for tests.
+   */
+  constructor(cfg: PoolConfig, nowMs: number, full = false) {
     this.cfg = cfg;
     this.limits = { ...cfg.limits };
     this.lastMs = nowMs;

@@ -379,7 +379,7 @@ export class FleetPacer implements Pacer {
     const prev = link.record;
     const bucket = prev
       ? PoolBucket.restore(cfg, prev.checkpoint, nowMs, Date.now())
-      : new PoolBucket(cfg, nowMs, true);
+      : new PoolBucket(cfg, nowMs);
     const pool = new Pool(bucket, () => this.now());
     const inbox = createInbox();
     const owned: Owned = {
@@ -472,7 +472,7 @@ export class FleetPacer implements Pacer {
         if (/10071|wrong last sequence/i.test(String((err as Error)?.message))) {
           this.log.warn({ pool: link.name }, "pacer: pool taken over by another process; stepping down");
           this.stepDown(link, owned);
-        }
+        } else this.log.warn({ pool: link.name, err }, "pacer: lease renewal failed");
       },
     );
   }

@@ -7,7 +7,7 @@ import { LocalPacer } from "../../pacer/local.js";
 const one = (inputTokens = 0, outputTokens = 0) => ({ requests: 1, inputTokens, outputTokens });
 
 test("starts full at the burst, then refills continuously at limit/60 000 per ms", () => {
-  const b = new PoolBucket({ limits: { requestsPerMinute: 600 }, burstMs: 1000 }, 0); // 10/s, capacity 10
+  const b = new PoolBucket({ limits: { requestsPerMinute: 600 }, burstMs: 1000 }, 0, true); // 10/s, capacity 10
   for (let i = 0; i < 10; i++) assert.equal(b.tryTake(one(), 0), 0);
   const waitMs = b.tryTake(one(), 0);
   assert.ok(Math.abs(waitMs - 100) < 1e-6, `wait ${waitMs}`);
@@ -17,10 +17,18 @@ test("starts full at the burst, then refills continuously at limit/60 000 per ms
   assert.equal(b.levels(1_000_000).requests, 10);
 });
 
+test("a fresh pool starts empty and fills at its rate (the key may already be in use)", () => {
+  const b = new PoolBucket({ limits: { requestsPerMinute: 600 } }, 0);
+  assert.equal(b.levels(0).requests, 0);
+  assert.ok(Math.abs(b.tryTake(one(), 0) - 100) < 1e-6);
+  assert.equal(b.levels(500).requests, 5);
+});
+
 test("every paced bucket must hold the cost; the slowest decides the wait", () => {
   const b = new PoolBucket(
     { limits: { requestsPerMinute: 6000, inputTokensPerMinute: 60_000, outputTokensPerMinute: 6000 } },
     0,
+    true,
   );
   // capacities (burst 1 s): 100 requests, 1000 input, 100 output
   assert.equal(b.tryTake(one(500, 100), 0), 0);
@@ -30,7 +38,7 @@ test("every paced bucket must hold the cost; the slowest decides the wait", () =
 });
 
 test("a call larger than the burst passes from a full bucket and leaves debt", () => {
-  const b = new PoolBucket({ limits: { inputTokensPerMinute: 60_000 } }, 0); // 1/ms, capacity 1000
+  const b = new PoolBucket({ limits: { inputTokensPerMinute: 60_000 } }, 0, true); // 1/ms, capacity 1000
   assert.equal(b.tryTake(one(5000), 0), 0);
   assert.equal(b.levels(0).inputTokens, -4000);
   const waitMs = b.tryTake(one(5000), 0); // needs a full bucket again: 5000 ms
@@ -43,6 +51,7 @@ test("settle replaces the estimate with usage; refund gives everything back, cap
     { now: () => 0 },
   );
   const pool = pacer.pool("p");
+  pool.bucket = new PoolBucket(pool.bucket.cfg, 0, true);
   assert.equal(pool.bucket.tryTake(one(800, 800), 0), 0);
   // used 300 input and 900 output
   pool.adjust(
@@ -72,6 +81,7 @@ test("cache reads do not count toward input tokens per minute (Anthropic); write
       { now: () => 0 },
     );
     const pool = pacer.pool("p");
+    pool.bucket = new PoolBucket(pool.bucket.cfg, 0, true);
     pool.bucket.tryTake(one(0, 0), 0);
     pool.adjust(
       pool.settleStats(one(0, 0), {
@@ -86,19 +96,19 @@ test("cache reads do not count toward input tokens per minute (Anthropic); write
 });
 
 test("429 empties and pauses until retry-after (or the reset); limits unchanged", () => {
-  const b = new PoolBucket({ limits: { requestsPerMinute: 600 } }, 0);
+  const b = new PoolBucket({ limits: { requestsPerMinute: 600 } }, 0, true);
   b.observe(429, parseRateLimitHeaders({ "retry-after": "2" }), 0);
   assert.equal(b.tryTake(one(), 1999), 1);
   assert.equal(b.levels(1999).requests! <= 10, true);
   assert.equal(b.tryTake(one(), 2000), 0);
   assert.equal(b.currentLimits().requestsPerMinute, 600);
-  const c = new PoolBucket({ limits: { requestsPerMinute: 600 } }, 0);
+  const c = new PoolBucket({ limits: { requestsPerMinute: 600 } }, 0, true);
   c.observe(429, parseRateLimitHeaders({ "x-ratelimit-reset-requests": "1.5s" }), 0);
   assert.equal(c.pausedForMs(0), 1500);
 });
 
 test("529 backs off with jitter, doubling per streak, without shrinking limits; a 2xx ends the streak", () => {
-  const b = new PoolBucket({ limits: { requestsPerMinute: 600 }, overloadBaseMs: 1000 }, 0);
+  const b = new PoolBucket({ limits: { requestsPerMinute: 600 }, overloadBaseMs: 1000 }, 0, true);
   b.observe(529, { dims: {} }, 0, () => 0); // 1000 * 0.5
   assert.equal(b.pausedForMs(0), 500);
   b.observe(529, { dims: {} }, 0, () => 0.99); // 2000 * 1.49
@@ -111,7 +121,7 @@ test("529 backs off with jitter, doubling per streak, without shrinking limits; 
 });
 
 test("discovered limits replace configured ones; a new dimension starts empty; remaining lowers the level", () => {
-  const b = new PoolBucket({ limits: { requestsPerMinute: 600 } }, 0);
+  const b = new PoolBucket({ limits: { requestsPerMinute: 600 } }, 0, true);
   b.observe(
     200,
     parseRateLimitHeaders({
@@ -129,7 +139,7 @@ test("discovered limits replace configured ones; a new dimension starts empty; r
 });
 
 test("a successor restores limits and pause but starts empty", () => {
-  const a = new PoolBucket({ limits: { requestsPerMinute: 600 } }, 0);
+  const a = new PoolBucket({ limits: { requestsPerMinute: 600 } }, 0, true);
   a.observe(429, parseRateLimitHeaders({ "retry-after": "3", "x-ratelimit-limit-requests": "1200" }), 0);
   const cp = a.checkpoint(0, 1_000_000);
   const b = PoolBucket.restore({ limits: { requestsPerMinute: 600 } }, cp, 50, 1_001_000);
@@ -154,7 +164,7 @@ test("LocalPacer holds the rate across concurrent callers, FIFO, and reports the
     }),
   );
   await pacer.close();
-  assert.ok(admitted >= 20 && admitted <= 23, `admitted ${admitted} in 1 s at 20/s`);
+  assert.ok(admitted >= 18 && admitted <= 22, `admitted ${admitted} in 1 s at 20/s`);
   assert.ok(maxWaitMs >= 300, `10 callers at 20/s wait ~500 ms, saw ${maxWaitMs}`);
 });
 
