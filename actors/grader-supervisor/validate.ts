@@ -19,6 +19,9 @@ export interface ValidationOutcome {
   reason: string | null;
   imageDigest: string | null;
   backend: BackendKind | null;
+  /** docker: the image name (validated at imageDigest); the eval-host AMI pre-pulls name@digest. */
+  image?: string;
+  instanceId?: string;
 }
 
 export interface ValidateOptions extends Omit<PrepareOptions, "emptyPatch" | "validatedDigest"> {
@@ -89,7 +92,13 @@ export async function validateTask(task: TaskSpec, opts: ValidateOptions): Promi
   }
   const grader = opts.graders[gold.backend];
   const id = gold.job.instance.instance_id;
-  const at = { taskId: task.id, imageDigest: gold.imageDigest, backend: gold.backend };
+  const at = {
+    taskId: task.id,
+    imageDigest: gold.imageDigest,
+    backend: gold.backend,
+    instanceId: id,
+    ...(gold.backend === "docker" && gold.job.image ? { image: gold.job.image.name } : {}),
+  };
   const goldOutcome = await grader.grade(gold.job, signal);
   if (goldOutcome.kind !== "graded" || goldOutcome.status !== "RESOLVED_FULL") {
     return {
@@ -133,6 +142,19 @@ export async function validateAndRecord(
     out.push(r);
   }
   return out;
+}
+
+/**
+ * The manifest the eval-host AMI build pre-pulls (packer/files/prepull.sh): every valid docker task's image,
+ * pinned by the digest it was validated on.
+ */
+export function imageManifest(results: readonly ValidationOutcome[]): {
+  images: Array<{ instance_id: string; image: string }>;
+} {
+  const images = results
+    .filter((r) => r.verdict === "valid" && r.backend === "docker" && r.image && r.imageDigest)
+    .map((r) => ({ instance_id: r.instanceId ?? r.taskId, image: `${r.image}@${r.imageDigest}` }));
+  return { images };
 }
 
 export { getTaskValidation, invalidTaskIds } from "./records.js";

@@ -1,8 +1,12 @@
-import { readFile } from "node:fs/promises";
+import { readFile, writeFile } from "node:fs/promises";
 import path from "node:path";
 import type { Command } from "commander";
 import { buildGraders } from "../../actors/grader-supervisor/actor.js";
-import { type ValidationOutcome, validateAndRecord } from "../../actors/grader-supervisor/validate.js";
+import {
+  imageManifest,
+  type ValidationOutcome,
+  validateAndRecord,
+} from "../../actors/grader-supervisor/validate.js";
 import { libraryDir, loadTaskLibrary, selectTasks } from "../../actors/planner/library.js";
 import { parseSubmission } from "../../actors/planner/plan.js";
 import type { TaskSpec } from "../../protocol/config.js";
@@ -85,6 +89,7 @@ interface Flags {
   dataDir?: string;
   logFormat?: string;
   docker?: string;
+  manifest?: string;
 }
 
 export function register(program: Command): void {
@@ -100,6 +105,10 @@ export function register(program: Command): void {
     .option("--data-dir <dir>", "PGlite data directory when DATABASE_URL is not set")
     .option("--log-format <name>", "log parser for local tasks that name none (default pytest)")
     .option("--docker <path>", "the docker executable")
+    .option(
+      "--manifest <file>",
+      "write the valid docker tasks' images (name@digest) for the eval-host AMI build",
+    )
     .action(async (flags: Flags) => {
       const log = createLogger({ name: "validate-env", level: process.env.EVALFLEET_LOG_LEVEL ?? "warn" });
       const db = await openDb({
@@ -132,6 +141,8 @@ export function register(program: Command): void {
           const invalid = results.filter((r) => r.verdict === "invalid").length;
           process.stdout.write(`${results.length - invalid} valid or skipped, ${invalid} invalid\n`);
         }
+        if (flags.manifest)
+          await writeFile(flags.manifest, `${JSON.stringify(imageManifest(results), null, 2)}\n`);
         if (flags.strict && results.some((r) => r.verdict === "invalid")) process.exitCode = 1;
       } finally {
         await db.close();

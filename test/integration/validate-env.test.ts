@@ -9,7 +9,7 @@ import { promisify } from "node:util";
 import type { GradeBackend, GradeOutcome } from "../../actors/grader-supervisor/backends/types.js";
 import { getTaskValidation, invalidTaskIds } from "../../actors/grader-supervisor/records.js";
 import { prepareTaskJob } from "../../actors/grader-supervisor/task-job.js";
-import { validateAndRecord } from "../../actors/grader-supervisor/validate.js";
+import { imageManifest, validateAndRecord } from "../../actors/grader-supervisor/validate.js";
 import { TaskSpecSchema } from "../../protocol/config.js";
 import { silentLogger } from "../../protocol/log.js";
 import { validateEnv } from "../../scripts/commands/validate-env.js";
@@ -104,6 +104,10 @@ describe("validate-env", () => {
       validatedDigest: row?.imageDigest ?? null,
     });
     assert.deepEqual(prepared.job.image, { name: task.image, digest });
+    // What the eval-host AMI pre-pulls: the image pinned by the validated digest.
+    assert.deepEqual(imageManifest([r!]), {
+      images: [{ instance_id: task.id, image: `${task.image}@${digest}` }],
+    });
   });
 
   it("`evalfleet validate-env --tasks DIR --json` records rows in the database", async () => {
