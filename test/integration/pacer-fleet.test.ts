@@ -19,7 +19,7 @@ after(async () => {
 const zero = { inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0 };
 
 async function pair(pool: string, perMinute: number, opts: { burstMs?: number } = {}) {
-  const pools = { [pool]: { limits: { requestsPerMinute: perMinute }, burstMs: opts.burstMs ?? 100 } };
+  const pools = { [pool]: { limits: { requestsPerMinute: perMinute }, burstMs: opts.burstMs ?? 1000 } };
   const ncs: NatsConnection[] = [await nats.connect("a"), await nats.connect("b")];
   const pacers = await Promise.all(ncs.map((nc, i) => FleetPacer.open({ nc, pools, id: `p${i}` })));
   return { pacers, ncs };
@@ -109,7 +109,7 @@ test("the process owning the pool is SIGKILLed: the survivor takes over and hold
       natsUrl: nats.url,
       pool,
       ratePerSecond: 400,
-      burstMs: 100,
+      burstMs: 1000,
       callers: 20,
       startWallMs,
       endWallMs: startWallMs + 7000,
