@@ -134,6 +134,15 @@ export const Consumers = {
     maxDeliver: -1,
     maxAckPending: 50_000,
   },
+  /** The dispatcher's own view of attempt results: reconcile budgets and decide retries. */
+  dispatcherAttempts: {
+    stream: Streams.attempts.name,
+    durable: "dispatcher-attempts",
+    filterSubject: Subjects.attempts.all,
+    ackWaitNs: 60 * SECOND_NS,
+    maxDeliver: -1,
+    maxAckPending: 20_000,
+  },
   resultsWriterAttempts: {
     stream: Streams.attempts.name,
     durable: "results-writer-attempts",
@@ -273,8 +282,16 @@ async function ensureStream(jsm: JetStreamManager, def: StreamDef): Promise<Stre
     return await jsm.streams.add(want);
   } catch (err) {
     // Exists with other settings: update the ones that may change in place.
-    if (isStreamExists(err)) return await jsm.streams.update(def.name, want);
-    throw err;
+    if (!isStreamExists(err)) throw err;
+    try {
+      return await jsm.streams.update(def.name, want);
+    } catch (updateErr) {
+      throw new EvalfleetError(
+        ErrorCode.TopologyMismatch,
+        `stream ${def.name} exists with settings evalfleet cannot change in place (${updateErr instanceof Error ? updateErr.message : String(updateErr)}; evalfleet needs retention=${def.retention}). Delete the stream or use a fresh server.`,
+        { cause: updateErr },
+      );
+    }
   }
 }
 
