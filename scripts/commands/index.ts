@@ -6,6 +6,7 @@ import * as plan from "./plan.js";
 import * as shim from "./shim.js";
 import * as start from "./start.js";
 import * as submit from "./submit.js";
+import * as task from "./task.js";
 import * as tasks from "./tasks.js";
 import * as teardown from "./teardown.js";
 import * as up from "./up.js";
@@ -17,6 +18,7 @@ const commands: Array<{ register(program: Command): void }> = [
   up,
   actor,
   submit,
+  task,
   plan,
   tasks,
   teardown,

@@ -1,0 +1,80 @@
+import { existsSync } from "node:fs";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import type { TaskSpec } from "../../protocol/config.js";
+import type { HarnessReport } from "./types.js";
+
+/** The evalfleet checkout (two folders up from shim/adapters), where node_modules/.bin holds the harness CLIs. */
+export const EVALFLEET_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..", "..");
+
+/** A CLI shipped in evalfleet's node_modules/.bin, else the bare name (found on PATH). */
+export function binPath(settings: Record<string, unknown>, name: string): string {
+  const own = stringSetting(settings, "bin");
+  if (own) return own;
+  const local = path.join(EVALFLEET_ROOT, "node_modules", ".bin", name);
+  return existsSync(local) ? local : name;
+}
+
+export function stringSetting(settings: Record<string, unknown>, key: string): string | undefined {
+  const v = settings[key];
+  return typeof v === "string" && v !== "" ? v : undefined;
+}
+
+export function argsSetting(settings: Record<string, unknown>, key = "args"): string[] {
+  const v = settings[key];
+  return Array.isArray(v) ? v.filter((a): a is string => typeof a === "string") : [];
+}
+
+/** Extra environment the run config gives a harness (`settings.env`), never secrets: those stay in the shim. */
+export function envSetting(settings: Record<string, unknown>): Record<string, string> {
+  const v = settings.env;
+  if (!v || typeof v !== "object") return {};
+  const out: Record<string, string> = {};
+  for (const [k, val] of Object.entries(v)) if (typeof val === "string") out[k] = val;
+  return out;
+}
+
+/** The prompt every harness gets: the problem statement plus the ground rules of an evaluation attempt. */
+export function buildPrompt(task: TaskSpec): string {
+  const statement = task.problem_statement.trim() || `Complete task ${task.id}.`;
+  return [
+    statement,
+    "",
+    "The repository is checked out in the current working directory. Make the smallest change to the source that",
+    "resolves the issue. Do not modify or add tests, do not commit, and stop when the change is made.",
+  ].join("\n");
+}
+
+/** USD as a JSON number → integer nano-USD, or null when it is not a finite non-negative number. */
+export function usdToNanoOrNull(v: unknown): number | null {
+  if (typeof v !== "number" || !Number.isFinite(v) || v < 0) return null;
+  return Math.round(v * 1e9);
+}
+
+/**
+ * The last cost a harness printed: a JSON line with `total_cost_usd` (Claude Code's result line, and what a command
+ * harness may print), or a plain `evalfleet-cost-usd: 0.0123` line.
+ */
+export function reportedCost(stdout: string): number | null {
+  let found: number | null = null;
+  for (const line of stdout.split("\n")) {
+    const t = line.trim();
+    if (t.startsWith("{") && t.includes("cost_usd")) {
+      try {
+        const o = JSON.parse(t) as Record<string, unknown>;
+        const c = usdToNanoOrNull(o.total_cost_usd ?? o.cost_usd);
+        if (c !== null) found = c;
+      } catch {
+        // not JSON after all: ignore the line
+      }
+      continue;
+    }
+    const m = /^evalfleet-cost-usd:\s*([0-9]+(?:\.[0-9]+)?)\s*$/i.exec(t);
+    if (m) found = usdToNanoOrNull(Number(m[1]));
+  }
+  return found;
+}
+
+export function costOnlyReport(stdout: string): HarnessReport {
+  return { reportedCostNanoUsd: reportedCost(stdout), status: null };
+}

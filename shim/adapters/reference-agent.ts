@@ -1,0 +1,174 @@
+/**
+ * The built-in reference agent: a minimal OpenAI-compatible chat-completions loop that lists, reads and writes files
+ * in its working directory through tool calls until the model calls `finish`. It is a program (run as a child
+ * process by the reference adapter), configured only through the environment the adapter sets.
+ */
+import { appendFileSync } from "node:fs";
+import { mkdir, readdir, readFile, writeFile } from "node:fs/promises";
+import path from "node:path";
+
+interface ToolCall {
+  id: string;
+  type: "function";
+  function: { name: string; arguments: string };
+}
+interface Message {
+  role: "system" | "user" | "assistant" | "tool";
+  content: string | null;
+  tool_calls?: ToolCall[];
+  tool_call_id?: string;
+}
+
+export const REFERENCE_TOOLS = [
+  fn("list_files", "List the repository's files (paths relative to the root).", {}),
+  fn("read_file", "Read one file.", { path: { type: "string" } }, ["path"]),
+  fn(
+    "write_file",
+    "Replace one file's whole content (creating it if needed).",
+    { path: { type: "string" }, content: { type: "string" } },
+    ["path", "content"],
+  ),
+  fn("finish", "Stop: the fix is written.", { summary: { type: "string" } }),
+];
+
+/** The line the agent prints when it stops at its own turn cap (the adapter reads it back). */
+export const MAX_TURNS_LINE = "evalfleet-reference: max turns reached";
+
+function fn(name: string, description: string, properties: Record<string, unknown>, required: string[] = []) {
+  return {
+    type: "function",
+    function: { name, description, parameters: { type: "object", properties, required } },
+  };
+}
+
+const SKIP = new Set([".git", "node_modules"]);
+
+async function listFiles(root: string, rel = "", out: string[] = []): Promise<string[]> {
+  const entries = await readdir(path.join(root, rel), { withFileTypes: true });
+  for (const e of entries.sort((a, b) => a.name.localeCompare(b.name))) {
+    if (SKIP.has(e.name) || out.length >= 500) continue;
+    const p = rel ? `${rel}/${e.name}` : e.name;
+    if (e.isDirectory()) await listFiles(root, p, out);
+    else if (e.isFile()) out.push(p);
+  }
+  return out;
+}
+
+/** A path inside the repository, or an error: the agent never reads or writes outside its working directory. */
+function inside(root: string, p: unknown): string {
+  if (typeof p !== "string" || p === "") throw new Error("path is required");
+  const abs = path.resolve(root, p);
+  if (abs !== root && !abs.startsWith(root + path.sep))
+    throw new Error(`path ${p} is outside the repository`);
+  if (abs.split(path.sep).includes(".git")) throw new Error("the .git folder is off limits");
+  return abs;
+}
+
+async function runTool(root: string, call: ToolCall): Promise<{ result: string; finished: boolean }> {
+  let args: Record<string, unknown> = {};
+  try {
+    args = JSON.parse(call.function.arguments || "{}") as Record<string, unknown>;
+  } catch {
+    return { result: "error: arguments are not valid JSON", finished: false };
+  }
+  try {
+    switch (call.function.name) {
+      case "list_files":
+        return { result: (await listFiles(root)).join("\n"), finished: false };
+      case "read_file":
+        return { result: await readFile(inside(root, args.path), "utf8"), finished: false };
+      case "write_file": {
+        const abs = inside(root, args.path);
+        if (typeof args.content !== "string") throw new Error("content must be a string");
+        await mkdir(path.dirname(abs), { recursive: true });
+        await writeFile(abs, args.content);
+        return { result: `wrote ${args.content.length} characters to ${String(args.path)}`, finished: false };
+      }
+      case "finish":
+        return { result: "ok", finished: true };
+      default:
+        return { result: `error: unknown tool ${call.function.name}`, finished: false };
+    }
+  } catch (err) {
+    return { result: `error: ${err instanceof Error ? err.message : String(err)}`, finished: false };
+  }
+}
+
+async function main(): Promise<number> {
+  const env = process.env;
+  const base = (env.EVALFLEET_BASE_URL ?? "").replace(/\/+$/, "");
+  const model = env.EVALFLEET_MODEL ?? "";
+  const maxTurns = Number(env.EVALFLEET_MAX_TURNS || "30");
+  const trajectory = env.EVALFLEET_TRAJECTORY;
+  const root = process.cwd();
+  if (!base || !model) {
+    process.stderr.write("reference agent: EVALFLEET_BASE_URL and EVALFLEET_MODEL are required\n");
+    return 2;
+  }
+  const files = await listFiles(root);
+  const messages: Message[] = [
+    {
+      role: "system",
+      content:
+        "You are a careful software engineer fixing an issue in a repository. Use the tools to read the relevant " +
+        "files, write the fixed files in full with write_file, then call finish.",
+    },
+    { role: "user", content: `${env.EVALFLEET_PROMPT ?? ""}\n\nRepository files:\n${files.join("\n")}` },
+  ];
+  const record = (entry: Record<string, unknown>) => {
+    if (trajectory) appendFileSync(trajectory, `${JSON.stringify(entry)}\n`);
+  };
+  for (let turn = 1; turn <= maxTurns; turn++) {
+    const res = await fetch(`${base}/v1/chat/completions`, {
+      method: "POST",
+      headers: { "content-type": "application/json", authorization: `Bearer ${env.OPENAI_API_KEY ?? ""}` },
+      body: JSON.stringify({ model, messages, tools: REFERENCE_TOOLS, tool_choice: "auto" }),
+    });
+    const text = await res.text();
+    if (!res.ok) {
+      record({ turn, error: { status: res.status, body: text.slice(0, 2000) } });
+      process.stderr.write(
+        `reference agent: model call failed with HTTP ${res.status}: ${text.slice(0, 500)}\n`,
+      );
+      return 1;
+    }
+    const body = JSON.parse(text) as { choices?: Array<{ message?: Message }> };
+    const msg = body.choices?.[0]?.message;
+    if (!msg) {
+      process.stderr.write("reference agent: the reply has no message\n");
+      return 1;
+    }
+    const reply: Message = { role: "assistant", content: msg.content ?? null };
+    if (msg.tool_calls?.length) reply.tool_calls = msg.tool_calls;
+    messages.push(reply);
+    const results: Array<{ id: string; name: string; result: string }> = [];
+    let finished = !msg.tool_calls?.length;
+    for (const call of msg.tool_calls ?? []) {
+      const r = await runTool(root, call);
+      finished ||= r.finished;
+      results.push({ id: call.id, name: call.function.name, result: r.result.slice(0, 4000) });
+      messages.push({ role: "tool", tool_call_id: call.id, content: r.result });
+      process.stdout.write(`turn ${turn}: ${call.function.name} ${r.result.split("\n")[0]?.slice(0, 120)}\n`);
+    }
+    record({ turn, assistant: reply, tool_results: results });
+    if (finished) {
+      process.stdout.write(`done after ${turn} turn(s)${msg.content ? `: ${msg.content}` : ""}\n`);
+      return 0;
+    }
+  }
+  process.stdout.write(`${MAX_TURNS_LINE}\n`);
+  return 0;
+}
+
+// Only when run as a program: the adapter imports MAX_TURNS_LINE and the tool list from this module.
+if (process.argv[1] && path.resolve(process.argv[1]) === path.resolve(new URL(import.meta.url).pathname)) {
+  main().then(
+    (code) => {
+      process.exitCode = code;
+    },
+    (err: unknown) => {
+      process.stderr.write(`reference agent crashed: ${err instanceof Error ? err.stack : String(err)}\n`);
+      process.exitCode = 1;
+    },
+  );
+}

@@ -1,0 +1,37 @@
+import { createRequire } from "node:module";
+import path from "node:path";
+import { fileURLToPath, pathToFileURL } from "node:url";
+import { proxyEnv } from "./command.js";
+import { envSetting } from "./common.js";
+import { MAX_TURNS_LINE } from "./reference-agent.js";
+import type { HarnessAdapter } from "./types.js";
+
+const AGENT = path.join(path.dirname(fileURLToPath(import.meta.url)), "reference-agent.ts");
+
+/** tsx's loader as a file URL, so the child resolves it no matter what its working directory holds. */
+function tsxLoader(): string {
+  const require = createRequire(import.meta.url);
+  return pathToFileURL(require.resolve("tsx")).href;
+}
+
+/**
+ * The built-in reference agent (reference-agent.ts) as a child process: Node with tsx, pointed at the shim through
+ * the same environment a command harness gets. Its turn cap is EVALFLEET_MAX_TURNS; the shim enforces it too.
+ */
+export const reference: HarnessAdapter = {
+  kind: "reference",
+  costMode: "shim",
+  ownTurnCap: true,
+  async prepare(ctx) {
+    return {
+      command: process.execPath,
+      args: ["--import", tsxLoader(), AGENT],
+      env: { ...proxyEnv(ctx), ...envSetting(ctx.settings) },
+      trajectoryFiles: [`${ctx.outDir}/harness-trajectory.jsonl`],
+    };
+  },
+  report(stdout) {
+    const capped = stdout.split("\n").some((l) => l.trim() === MAX_TURNS_LINE);
+    return { reportedCostNanoUsd: null, status: capped ? "MAX_TURNS_EXCEEDED" : null };
+  },
+};

@@ -1,0 +1,20 @@
+export { fetchJob, type TaskJob } from "./job.js";
+export { type CollectedPatch, collectPatch } from "./patch.js";
+export { readTaskRef, type TaskRef } from "./ref.js";
+export {
+  attemptStatus,
+  HARNESS_DUMMY_KEY,
+  type RunTaskOptions,
+  runPriceTable,
+  runTask,
+  usdToNanoUsd,
+} from "./run.js";
+export { type HarnessExit, superviseHarness } from "./supervise.js";
+export {
+  type AttemptDirs,
+  attemptDirs,
+  defaultMirrorRoot,
+  defaultWorkRoot,
+  localMirror,
+  prepareWorkdir,
+} from "./workdir.js";
