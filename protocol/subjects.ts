@@ -67,6 +67,11 @@ export const StateKeys = {
   jobRun: (run: string) => `run.${encodeToken(run)}`,
   jobTask: (run: string, task: string) => `task.${encodeToken(run)}.${encodeToken(task)}`,
   control: (run: string) => `run.${encodeToken(run)}`,
+  /** `budgets` bucket: the dispatcher's claim of one attempt (created once; a second create fails). */
+  claim: (run: string, cell: string, attempt: number) =>
+    `claim.${encodeToken(run)}.${encodeToken(cell)}.${attempt}`,
+  /** `budgets` bucket: which generation and attempt of a cell the dispatcher launched last, and whether it ended. */
+  cellLaunch: (run: string, cell: string) => `cell.${encodeToken(run)}.${encodeToken(cell)}`,
   pacerPool: (pool: string) => `pool.${encodeToken(pool)}`,
 } as const;
 

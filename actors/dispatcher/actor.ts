@@ -1,0 +1,105 @@
+import type { Logger } from "../../protocol/log.js";
+import { AttemptResultSchema, CellWorkSchema } from "../../protocol/messages.js";
+import { Consumers } from "../../protocol/topology.js";
+import type { Db } from "../../store/db.js";
+import { Actor } from "../runtime/actor.js";
+import type { Plane } from "../runtime/connect.js";
+import type { LaunchBackend } from "./backends/types.js";
+import { BudgetBook } from "./book.js";
+import { Claims } from "./claims.js";
+import { ControlBoard } from "./control.js";
+import { Dispatcher } from "./dispatcher.js";
+import { RunCache } from "./runs.js";
+
+export interface DispatcherOptions {
+  plane: Plane;
+  db: Db;
+  log: Logger;
+  backend: LaunchBackend;
+  /** cell messages handled at once per replica (each waits for capacity while held) */
+  cellConcurrency?: number;
+  /** attempt results handled at once per replica (a retry holds its result through the backoff) */
+  resultConcurrency?: number;
+  /** the seed's 2 s / 4 s / 8 s unless overridden (tests) */
+  retryDelaysMs?: readonly number[];
+  /** how often this replica looks at its tasks (local: process exits) */
+  observeMs?: number;
+  exitGraceMs?: number;
+  staleClaimMs?: number;
+  capacityPollMs?: number;
+  /** close the backend when the actor stops (default true) */
+  closeBackend?: boolean;
+  id?: string;
+}
+
+/**
+ * The dispatcher actor: takes cell work as capacity allows, reserves budget (KV, compare-and-set), claims and
+ * launches each attempt through a LaunchBackend with a job reference only, and consumes attempt results to
+ * reconcile and retry. Any number of replicas may run; drain / cancel / resume arrive over NATS.
+ */
+export async function startDispatcher(opts: DispatcherOptions): Promise<Actor> {
+  const { plane, db, backend } = opts;
+  const actor = new Actor("dispatcher", plane, opts.log, opts.id ? { id: opts.id } : {});
+  const log = opts.log.child({ actor: "dispatcher", id: actor.id });
+  const runs = new RunCache(plane.kv.jobs, plane.kv.progress, db);
+  const book = new BudgetBook(plane.kv.budgets, (run) => runs.seed(run), log);
+  let control: ControlBoard | undefined;
+  const dispatcher = new Dispatcher({
+    plane,
+    db,
+    log,
+    backend,
+    book,
+    claims: new Claims(plane.kv.budgets),
+    runs,
+    control: () => control!,
+    id: actor.id,
+    publishEvent: (ev) => actor.publishEvent(ev),
+    ...(opts.retryDelaysMs ? { retryDelaysMs: opts.retryDelaysMs } : {}),
+    staleClaimMs: opts.staleClaimMs ?? 30_000,
+    capacityPollMs: opts.capacityPollMs ?? 250,
+    exitGraceMs: opts.exitGraceMs ?? 1_500,
+  });
+  control = new ControlBoard(
+    plane.nc,
+    plane.kv.control,
+    log,
+    actor.id,
+    (run, state) => {
+      log.info({ run, state }, "run control changed");
+      if (state === "cancelled")
+        dispatcher
+          .cancelRun(run)
+          .catch((err: unknown) => log.error({ err: String(err), run }, "cancel failed"));
+    },
+    (run) => dispatcher.runningOf(run),
+  );
+  await control.start();
+  await actor.start();
+  await actor.consume({
+    def: Consumers.dispatcherAttempts,
+    schema: AttemptResultSchema,
+    what: "attempt result",
+    concurrency: opts.resultConcurrency ?? 256,
+    handle: (d) => dispatcher.handleResult(d),
+  });
+  await actor.consume({
+    def: Consumers.dispatcher,
+    schema: CellWorkSchema,
+    what: "cell work",
+    concurrency: opts.cellConcurrency ?? 512,
+    handle: (d) => dispatcher.handleCell(d),
+  });
+  const observer = setInterval(() => {
+    dispatcher
+      .observeOnce(actor.signal)
+      .catch((err: unknown) => log.warn({ err: String(err) }, "observing tasks failed"));
+  }, opts.observeMs ?? 500);
+  observer.unref();
+  void actor.stopped.then(async () => {
+    clearInterval(observer);
+    await control?.stop();
+    if (opts.closeBackend !== false) await backend.close().catch(() => {});
+  });
+  return actor;
+}

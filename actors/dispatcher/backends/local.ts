@@ -1,0 +1,157 @@
+import { type ChildProcess, spawn } from "node:child_process";
+import { fileURLToPath } from "node:url";
+import { type Logger, silentLogger } from "../../../protocol/log.js";
+import { MAX_STREAM_BYTES } from "../../../protocol/redact.js";
+import { type JobRef, JobRefEnv, type LaunchBackend, type StopClass, type TaskState } from "./types.js";
+
+export interface LocalBackendOptions {
+  /** the command that runs one task (default: `node bin/evalfleet.js task` in the repository) */
+  command?: string[];
+  cwd?: string;
+  natsUrl: string;
+  /** absent: the task uses its own default (embedded PGlite is per process, so pass one for shared rows) */
+  databaseUrl?: string;
+  /** extra environment for every task */
+  env?: Record<string, string>;
+  /** SIGTERM → SIGKILL after this long */
+  stopGraceMs?: number;
+  log?: Logger;
+}
+
+interface LocalTask {
+  ref: JobRef;
+  child: ChildProcess;
+  phase: TaskState["phase"];
+  stop?: StopClass;
+  stdout: string;
+  stderr: string;
+  killTimer?: NodeJS.Timeout;
+}
+
+const REPO = fileURLToPath(new URL("../../../", import.meta.url));
+
+/** Keep the tail of a stream within twice the stored limit (the result is cut again when stored). */
+function append(buf: string, chunk: Buffer): string {
+  const s = buf + chunk.toString("utf8");
+  return s.length > 2 * MAX_STREAM_BYTES ? s.slice(s.length - 2 * MAX_STREAM_BYTES) : s;
+}
+
+/**
+ * One child process per attempt, told only its job reference (JobRefEnv) plus where NATS and the database are;
+ * the task fetches the rest. Observed by process exit: a task that dies without publishing a result is reported
+ * by the dispatcher from the exit it sees here.
+ */
+export class LocalBackend implements LaunchBackend {
+  readonly name = "local";
+  private readonly tasks = new Map<string, LocalTask>();
+  private seq = 0;
+  private readonly log: Logger;
+
+  constructor(private readonly opts: LocalBackendOptions) {
+    this.log = opts.log ?? silentLogger();
+  }
+
+  async launch(refs: JobRef[]): Promise<Array<{ ref: JobRef; handle?: string; error?: StopClass }>> {
+    return refs.map((ref) => this.launchOne(ref));
+  }
+
+  private launchOne(ref: JobRef): { ref: JobRef; handle?: string; error?: StopClass } {
+    const [cmd, ...args] = this.opts.command ?? [process.execPath, "bin/evalfleet.js", "task"];
+    const env: NodeJS.ProcessEnv = {
+      ...process.env,
+      ...this.opts.env,
+      [JobRefEnv.run]: ref.runName,
+      [JobRefEnv.cell]: ref.cellId,
+      [JobRefEnv.attempt]: String(ref.attempt),
+      [JobRefEnv.pool]: ref.pool,
+      NATS_URL: this.opts.natsUrl,
+    };
+    if (this.opts.databaseUrl) env.DATABASE_URL = this.opts.databaseUrl;
+    let child: ChildProcess;
+    try {
+      child = spawn(cmd ?? process.execPath, args, {
+        cwd: this.opts.cwd ?? REPO,
+        env,
+        stdio: ["ignore", "pipe", "pipe"],
+      });
+    } catch (err) {
+      return {
+        ref,
+        error: { kind: "fatal", reason: `cannot start task: ${String(err)}`, neverStarted: true },
+      };
+    }
+    const handle = `local-${process.pid}-${++this.seq}`;
+    const task: LocalTask = { ref, child, phase: "running", stdout: "", stderr: "" };
+    this.tasks.set(handle, task);
+    child.stdout?.on("data", (d: Buffer) => {
+      task.stdout = append(task.stdout, d);
+    });
+    child.stderr?.on("data", (d: Buffer) => {
+      task.stderr = append(task.stderr, d);
+    });
+    child.once("error", (err: NodeJS.ErrnoException) => {
+      // ENOENT / EACCES: the process never ran; nothing about the model.
+      task.phase = "stopped";
+      task.stop = {
+        kind: "fatal",
+        reason: `cannot start task: ${err.code ?? err.message}`,
+        neverStarted: true,
+      };
+    });
+    child.once("exit", (code, sig) => {
+      if (task.killTimer) clearTimeout(task.killTimer);
+      task.phase = "stopped";
+      task.stop ??= { kind: "exited", exitCode: code ?? 128 + signalNumber(sig) };
+    });
+    this.log.debug({ ref, pid: child.pid, handle }, "local task started");
+    return { ref, handle };
+  }
+
+  async observe(handles: string[]): Promise<TaskState[]> {
+    const out: TaskState[] = [];
+    for (const h of handles) {
+      const t = this.tasks.get(h);
+      if (!t) continue;
+      out.push({ ref: t.ref, handle: h, phase: t.phase, ...(t.stop ? { stop: t.stop } : {}) });
+    }
+    return out;
+  }
+
+  /** The task's captured output (for a result the dispatcher publishes on its behalf); forgets the task. */
+  output(handle: string): { stdout: string; stderr: string } | undefined {
+    const t = this.tasks.get(handle);
+    if (!t) return undefined;
+    if (t.phase === "stopped") this.tasks.delete(handle);
+    return { stdout: t.stdout, stderr: t.stderr };
+  }
+
+  async stop(handles: string[], reason: string): Promise<void> {
+    for (const h of handles) {
+      const t = this.tasks.get(h);
+      if (!t || t.phase === "stopped") continue;
+      this.log.info({ handle: h, reason }, "stopping local task");
+      t.child.kill("SIGTERM");
+      t.killTimer = setTimeout(() => t.child.kill("SIGKILL"), this.opts.stopGraceMs ?? 10_000);
+      t.killTimer.unref();
+    }
+  }
+
+  async close(): Promise<void> {
+    const live = [...this.tasks.values()].filter((t) => t.phase !== "stopped");
+    await Promise.all(
+      live.map(
+        (t) =>
+          new Promise<void>((resolve) => {
+            t.child.once("exit", () => resolve());
+            t.child.kill("SIGTERM");
+            setTimeout(() => t.child.kill("SIGKILL"), 2_000).unref();
+          }),
+      ),
+    );
+  }
+}
+
+function signalNumber(sig: NodeJS.Signals | null): number {
+  const n: Partial<Record<NodeJS.Signals, number>> = { SIGHUP: 1, SIGINT: 2, SIGKILL: 9, SIGTERM: 15 };
+  return sig ? (n[sig] ?? 0) : 0;
+}

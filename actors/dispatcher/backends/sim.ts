@@ -1,0 +1,271 @@
+import { createHash } from "node:crypto";
+import { setTimeout as sleep } from "node:timers/promises";
+import type { JetStreamClient } from "@nats-io/jetstream";
+import type { KV } from "@nats-io/kv";
+import type { ObjectStore } from "@nats-io/obj";
+import type { NatsConnection } from "@nats-io/transport-node";
+import { type Logger, silentLogger } from "../../../protocol/log.js";
+import { type AttemptStatus, type CellWork, CellWorkSchema, type Usage } from "../../../protocol/messages.js";
+import { BlobNames, StateKeys } from "../../../protocol/subjects.js";
+import { makeAttemptResult, publishAttemptResult, ZERO_USAGE } from "../results.js";
+import type { JobRef, LaunchBackend, StopClass, TaskState } from "./types.js";
+
+/** What the sim needs from the plane: publish results, read jobs by reference, store patches. */
+export interface SimPlane {
+  nc: NatsConnection;
+  js: JetStreamClient;
+  kv: { jobs: KV };
+  blobs: ObjectStore;
+}
+
+export interface SimBackendOptions {
+  plane: SimPlane;
+  log?: Logger;
+  /** metered model calls per attempt, each through a real shim to a provider (default 1; 0 = no calls) */
+  calls?: number;
+  /** simulated harness time per attempt, spread around the calls (default 50 ms) */
+  thinkMs?: number | ((ref: JobRef) => number);
+  /** the attempt's outcome; default: `mix`, or PATCH_READY */
+  outcome?: (ref: JobRef) => AttemptStatus;
+  /** weights per status, picked deterministically from (run, cell, attempt) */
+  mix?: Partial<Record<AttemptStatus, number>>;
+  /** the provider the shim forwards to; default: a scripted provider started on first use */
+  upstream?: { url: string; key: string };
+  /** tokens each scripted reply reports (default 1000 in / 100 out) */
+  usagePerCall?: { input: number; output: number };
+  /** with calls = 0: the usage every attempt reports */
+  syntheticUsage?: Usage;
+}
+
+interface SimTask {
+  ref: JobRef;
+  phase: TaskState["phase"];
+  stop?: StopClass;
+  abort: AbortController;
+  stopReason?: string;
+}
+
+type ShimModule = typeof import("../../../shim/proxy/index.js");
+type ProviderModule = typeof import("../../../scripts/scripted-provider/index.js");
+
+/**
+ * Attempts completed in-process by a simulated harness that still makes real metered calls (a real shim per
+ * attempt, forwarding to a scripted provider, publishing real ledger rows) and publishes real AttemptResults, with
+ * a patch blob for PATCH_READY. For load and chaos tests: an attempt is a promise and a timer, so thousands at once
+ * are cheap.
+ */
+export class SimBackend implements LaunchBackend {
+  readonly name = "sim";
+  private readonly tasks = new Map<string, SimTask>();
+  private seq = 0;
+  private provider: Promise<{ url: string; key: string; close(): Promise<void> }> | undefined;
+  private shimMod: Promise<ShimModule | null> | undefined;
+  private readonly log: Logger;
+  private readonly running = new Set<Promise<void>>();
+
+  constructor(private readonly opts: SimBackendOptions) {
+    this.log = opts.log ?? silentLogger();
+  }
+
+  async launch(refs: JobRef[]): Promise<Array<{ ref: JobRef; handle?: string; error?: StopClass }>> {
+    return refs.map((ref) => {
+      const handle = `sim-${process.pid}-${++this.seq}`;
+      const task: SimTask = { ref, phase: "running", abort: new AbortController() };
+      this.tasks.set(handle, task);
+      const p = this.runAttempt(task)
+        .catch((err: unknown) => {
+          this.log.error({ err: String(err), ref }, "sim attempt failed to publish");
+          task.stop = { kind: "fatal", reason: String(err), neverStarted: false };
+        })
+        .finally(() => {
+          task.phase = "stopped";
+          task.stop ??= { kind: "exited", exitCode: 0 };
+          this.running.delete(p);
+        });
+      this.running.add(p);
+      return { ref, handle };
+    });
+  }
+
+  async observe(handles: string[]): Promise<TaskState[]> {
+    const out: TaskState[] = [];
+    for (const h of handles) {
+      const t = this.tasks.get(h);
+      if (!t) continue;
+      out.push({ ref: t.ref, handle: h, phase: t.phase, ...(t.stop ? { stop: t.stop } : {}) });
+      if (t.phase === "stopped") this.tasks.delete(h);
+    }
+    return out;
+  }
+
+  async stop(handles: string[], reason: string): Promise<void> {
+    for (const h of handles) {
+      const t = this.tasks.get(h);
+      if (!t || t.phase === "stopped") continue;
+      t.stopReason = reason;
+      t.abort.abort();
+    }
+  }
+
+  async close(): Promise<void> {
+    for (const t of this.tasks.values()) t.abort.abort();
+    await Promise.allSettled([...this.running]);
+    const p = await this.provider?.catch(() => undefined);
+    await p?.close();
+  }
+
+  private pick(ref: JobRef): AttemptStatus {
+    if (this.opts.outcome) return this.opts.outcome(ref);
+    const mix = Object.entries(this.opts.mix ?? {}) as Array<[AttemptStatus, number]>;
+    const total = mix.reduce((a, [, w]) => a + w, 0);
+    if (total <= 0) return "PATCH_READY";
+    const h = createHash("sha1").update(`${ref.runName}/${ref.cellId}/${ref.attempt}`).digest();
+    let x = (h.readUInt32BE(0) / 2 ** 32) * total;
+    for (const [status, w] of mix) {
+      if (x < w) return status;
+      x -= w;
+    }
+    return mix[mix.length - 1]?.[0] ?? "PATCH_READY";
+  }
+
+  private async runAttempt(task: SimTask): Promise<void> {
+    const { ref } = task;
+    const startedAt = new Date().toISOString();
+    const signal = task.abort.signal;
+    const think =
+      typeof this.opts.thinkMs === "function" ? this.opts.thinkMs(ref) : (this.opts.thinkMs ?? 50);
+    const calls = this.opts.calls ?? 1;
+    let status = this.pick(ref);
+    let usage: Usage = this.opts.syntheticUsage ?? ZERO_USAGE;
+    let errorMessage: string | null = null;
+    try {
+      if (calls > 0) usage = await this.meteredCalls(ref, calls, think, signal);
+      else await sleep(think, undefined, { signal });
+    } catch (err) {
+      if (!signal.aborted) throw err;
+    }
+    if (signal.aborted) {
+      status = "HARNESS_ERROR";
+      errorMessage = `stopped: ${task.stopReason ?? "stop requested"}`;
+    } else if (status === "HARNESS_ERROR") errorMessage = "simulated harness error";
+    else if (status === "TIMEOUT") errorMessage = "simulated harness timeout";
+    let patchRef: string | null = null;
+    let patchHash: string | null = null;
+    if (status === "PATCH_READY" || status === "BUDGET_EXCEEDED" || status === "MAX_TURNS_EXCEEDED") {
+      const patch = `diff --git a/sim.txt b/sim.txt\n--- a/sim.txt\n+++ b/sim.txt\n@@ -1 +1 @@\n-${ref.cellId}\n+${ref.cellId} fixed (attempt ${ref.attempt})\n`;
+      const bytes = new TextEncoder().encode(patch);
+      patchRef = BlobNames.attempt(ref.runName, ref.cellId, ref.attempt, "patch.diff");
+      patchHash = createHash("sha256").update(bytes).digest("hex");
+      await this.opts.plane.blobs.putBlob({ name: patchRef }, bytes);
+    }
+    const exitCode = status === "TIMEOUT" ? null : status === "HARNESS_ERROR" ? 1 : 0;
+    await publishAttemptResult(
+      this.opts.plane.js,
+      makeAttemptResult(ref, status, {
+        exitCode,
+        usage,
+        patchRef,
+        patchHash,
+        errorMessage,
+        startedAt,
+        stdout: `sim harness: ${calls} call(s), ${status}\n`,
+      }),
+    );
+    task.stop = { kind: "exited", exitCode: exitCode ?? 124 };
+  }
+
+  /** `calls` real calls through a real shim (ledger rows, progress, pricing), think time spread between them. */
+  private async meteredCalls(
+    ref: JobRef,
+    calls: number,
+    thinkMs: number,
+    signal: AbortSignal,
+  ): Promise<Usage> {
+    const work = await this.job(ref);
+    const shimMod = await this.shimModule();
+    const upstream = await this.upstream();
+    if (!shimMod || !upstream) {
+      await sleep(thinkMs, undefined, { signal });
+      return this.opts.syntheticUsage ?? ZERO_USAGE;
+    }
+    const shim = await shimMod.startShim({
+      upstream: upstream.url,
+      run: ref.runName,
+      cell: ref.cellId,
+      attempt: ref.attempt,
+      providerKey: upstream.key,
+      nc: this.opts.plane.nc,
+      pool: ref.pool,
+      traceId: work?.traceId ?? ref.cellId,
+      costMode: work?.costMode ?? "platform",
+      retry: { baseDelayMs: 20, maxDelayMs: 500 },
+      progressIntervalMs: 1_000,
+      upstreamConnections: 4,
+      logger: this.log,
+    });
+    try {
+      const gap = thinkMs / (calls + 1);
+      for (let i = 0; i < calls; i++) {
+        await sleep(gap, undefined, { signal });
+        const res = await fetch(`${shim.url}/v1/messages`, {
+          method: "POST",
+          headers: {
+            "content-type": "application/json",
+            "x-api-key": "sim-harness",
+            "anthropic-version": "2023-06-01",
+          },
+          body: JSON.stringify({
+            model: work?.model ?? "claude-sonnet-4-5",
+            max_tokens: 256,
+            messages: [{ role: "user", content: `fix ${ref.cellId} (call ${i})` }],
+          }),
+          signal,
+        });
+        await res.arrayBuffer();
+      }
+      await sleep(gap, undefined, { signal });
+    } finally {
+      await shim.close();
+    }
+    const t = shim.totals();
+    return {
+      inputTokens: t.inputTokens,
+      outputTokens: t.outputTokens,
+      cacheReadTokens: t.cacheReadTokens,
+      cacheWriteTokens: t.cacheWriteTokens,
+      reasoningTokens: t.reasoningTokens,
+      costNanoUsd: t.costNanoUsd,
+      calls: t.calls,
+    };
+  }
+
+  private async job(ref: JobRef): Promise<CellWork | null> {
+    const e = await this.opts.plane.kv.jobs.get(StateKeys.job(ref.runName, ref.cellId));
+    if (!e || e.length === 0) return null;
+    const r = CellWorkSchema.safeParse(e.json());
+    return r.success ? r.data : null;
+  }
+
+  /** The shim, when its module is importable (a colleague's work in progress must not break load tests). */
+  private shimModule(): Promise<ShimModule | null> {
+    this.shimMod ??= import("../../../shim/proxy/index.js").catch((err: unknown) => {
+      this.log.warn({ err: String(err) }, "shim not importable: sim attempts report synthetic usage");
+      return null;
+    });
+    return this.shimMod;
+  }
+
+  private async upstream(): Promise<{ url: string; key: string } | null> {
+    if (this.opts.upstream) return this.opts.upstream;
+    this.provider ??= (async () => {
+      const mod: ProviderModule = await import("../../../scripts/scripted-provider/index.js");
+      const u = this.opts.usagePerCall ?? { input: 1_000, output: 100 };
+      const p = await mod.startScriptedProvider({ scenario: { text: "ok", usage: u } });
+      return { url: p.url, key: "sk-sim-provider-key", close: () => p.close() };
+    })();
+    return await this.provider.catch((err: unknown) => {
+      this.log.warn({ err: String(err) }, "scripted provider not available: synthetic usage");
+      return null;
+    });
+  }
+}

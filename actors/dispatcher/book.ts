@@ -1,0 +1,154 @@
+import type { KV } from "@nats-io/kv";
+import type { Logger } from "../../protocol/log.js";
+import { StateKeys } from "../../protocol/subjects.js";
+import {
+  type AdmitRequest,
+  type AdmitResult,
+  applyOp,
+  type BudgetOp,
+  type BudgetOpResult,
+  type BudgetState,
+  counts,
+  newBudgetState,
+  type ReconcileRequest,
+  type ReconcileResult,
+} from "./budget.js";
+
+/** How a run's budget state is first created: the cap and the billable spend already in the results DB. */
+export type BudgetSeed = (
+  run: string,
+) => Promise<{ budgetNano: number | null; historicalBillableNano: number }>;
+
+interface Pending {
+  op: BudgetOp;
+  resolve(r: BudgetOpResult): void;
+  reject(e: unknown): void;
+}
+
+const MAX_CAS_TRIES = 200;
+
+/**
+ * The budget book: every admission and reconciliation is a compare-and-set on the run's key in the `budgets`
+ * bucket (update with the read revision; on conflict, re-read and re-apply). Ops for one run queued in this
+ * process are applied together in one CAS, so thousands of cells cost tens of KV writes, not thousands, and
+ * replicas contend on few writes.
+ */
+export class BudgetBook {
+  private readonly queues = new Map<string, Pending[]>();
+  private readonly busy = new Set<string>();
+  private readonly waiters = new Set<() => void>();
+
+  constructor(
+    private readonly kv: KV,
+    private readonly seed: BudgetSeed,
+    private readonly log: Logger,
+  ) {}
+
+  admit(run: string, op: Omit<AdmitRequest, "kind">): Promise<AdmitResult> {
+    return this.enqueue(run, { kind: "admit", ...op }) as Promise<AdmitResult>;
+  }
+
+  reconcile(run: string, op: Omit<ReconcileRequest, "kind">): Promise<ReconcileResult> {
+    return this.enqueue(run, { kind: "reconcile", ...op }) as Promise<ReconcileResult>;
+  }
+
+  /** Resolves on the next local release of capacity, or after `ms` (another replica may have released). */
+  waitForCapacity(ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      const done = () => {
+        clearTimeout(t);
+        this.waiters.delete(done);
+        resolve();
+      };
+      const t = setTimeout(done, ms);
+      this.waiters.add(done);
+    });
+  }
+
+  async read(run: string): Promise<BudgetState | null> {
+    const e = await this.kv.get(StateKeys.budget(run));
+    return e && e.length > 0 ? (e.json<BudgetState>() as BudgetState) : null;
+  }
+
+  private enqueue(run: string, op: BudgetOp): Promise<BudgetOpResult> {
+    return new Promise((resolve, reject) => {
+      let q = this.queues.get(run);
+      if (!q) {
+        q = [];
+        this.queues.set(run, q);
+      }
+      q.push({ op, resolve, reject });
+      if (!this.busy.has(run)) void this.pump(run);
+    });
+  }
+
+  private async pump(run: string): Promise<void> {
+    this.busy.add(run);
+    try {
+      for (;;) {
+        const q = this.queues.get(run);
+        if (!q || q.length === 0) break;
+        const batch = q.splice(0, q.length);
+        try {
+          const results = await this.casApply(
+            run,
+            batch.map((p) => p.op),
+          );
+          let released = false;
+          batch.forEach((p, i) => {
+            const r = results[i]!;
+            if (r.kind === "reconciled" && r.released) released = true;
+            p.resolve(r);
+          });
+          if (released) for (const w of [...this.waiters]) w();
+        } catch (err) {
+          for (const p of batch) p.reject(err);
+        }
+      }
+    } finally {
+      this.busy.delete(run);
+      this.queues.delete(run);
+    }
+  }
+
+  private async casApply(run: string, ops: BudgetOp[]): Promise<BudgetOpResult[]> {
+    const key = StateKeys.budget(run);
+    for (let i = 0; i < MAX_CAS_TRIES; i++) {
+      const e = await this.kv.get(key);
+      let state: BudgetState;
+      let revision: number | null;
+      if (e && e.length > 0 && e.operation === "PUT") {
+        state = e.json<BudgetState>();
+        revision = e.revision;
+      } else {
+        const s = await this.seed(run);
+        state = newBudgetState(run, s.budgetNano, s.historicalBillableNano);
+        revision = null;
+      }
+      const running = counts(state);
+      const results = ops.map((op) => applyOp(state, op, running));
+      const body = JSON.stringify(state);
+      try {
+        if (revision === null) await this.kv.create(key, body);
+        else await this.kv.update(key, body, revision);
+        return results;
+      } catch (err) {
+        if (!isConflict(err)) throw err;
+        // Another replica wrote first: re-read and re-apply the whole batch to its state.
+        await new Promise((r) => setTimeout(r, Math.random() * Math.min(50, 2 * (i + 1))));
+      }
+    }
+    this.log.error({ run }, "budget CAS did not converge");
+    throw new Error(
+      `budget state of run ${run}: compare-and-set did not converge after ${MAX_CAS_TRIES} tries`,
+    );
+  }
+}
+
+/** A wrong-revision update, or a create of a key that exists (JetStream 10071 / 10164). */
+export function isConflict(err: unknown): boolean {
+  const e = err as { code?: unknown; message?: unknown };
+  if (e?.code === 10071 || e?.code === 10164) return true;
+  const msg = typeof e?.message === "string" ? e.message : String(err);
+  return /wrong last sequence|key exists|wrong last msg/i.test(msg);
+}

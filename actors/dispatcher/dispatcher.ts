@@ -1,0 +1,422 @@
+import { setTimeout as sleep } from "node:timers/promises";
+import { ErrorCode, RetryableError } from "../../protocol/errors.js";
+import type { Logger } from "../../protocol/log.js";
+import {
+  type AttemptResult,
+  type CellProgress,
+  type CellWork,
+  MessageTypes,
+  type RunEvent,
+} from "../../protocol/messages.js";
+import { classifyAttempt } from "../../protocol/retry.js";
+import { ProgressKeys, Subjects } from "../../protocol/subjects.js";
+import type { Db } from "../../store/db.js";
+import { setCellStatus } from "../../store/results.js";
+import type { Delivery } from "../runtime/actor.js";
+import type { Plane } from "../runtime/connect.js";
+import type { JobRef, LaunchBackend, StopClass } from "./backends/types.js";
+import type { BudgetBook } from "./book.js";
+import type { Claim, Claims } from "./claims.js";
+import type { ControlBoard } from "./control.js";
+import { makeAttemptResult, publishAttemptResult } from "./results.js";
+import type { RunCache } from "./runs.js";
+
+export const CANCELLED_ERROR = "cancelled by operator (evalfleet cancel)";
+
+export interface DispatcherDeps {
+  plane: Plane;
+  db: Db;
+  log: Logger;
+  backend: LaunchBackend;
+  book: BudgetBook;
+  claims: Claims;
+  runs: RunCache;
+  control: () => ControlBoard;
+  id: string;
+  publishEvent: (ev: Omit<RunEvent, "type" | "at">) => Promise<void>;
+  /** overrides the seed's 2 s / 4 s / 8 s (tests) */
+  retryDelaysMs?: readonly number[];
+  /** a claim older than this that never launched belongs to a dead replica and is taken over */
+  staleClaimMs: number;
+  /** how long to wait for capacity before re-reading the shared state */
+  capacityPollMs: number;
+  /** after a task exits, how long its own result has to arrive before the dispatcher publishes one for it */
+  exitGraceMs: number;
+}
+
+interface InFlight {
+  ref: JobRef;
+  handle: string;
+  base: number;
+}
+
+const key = (run: string, cell: string, attempt: number) => `${run}\u0000${cell}\u0000${attempt}`;
+
+/**
+ * The dispatcher's logic: admit a cell (capacity + budget, in KV under CAS), claim and launch its attempt, and on
+ * each attempt result reconcile the budget and either relaunch (the shared retry classes) or finish the cell.
+ */
+export class Dispatcher {
+  /** attempts this process launched and still watches */
+  readonly inflight = new Map<string, InFlight>();
+
+  constructor(private readonly d: DispatcherDeps) {}
+
+  runningOf(run: string): number {
+    let n = 0;
+    for (const f of this.inflight.values()) if (f.ref.runName === run) n++;
+    return n;
+  }
+
+  // ---- cells ------------------------------------------------------------------------------------------------
+
+  async handleCell(del: Delivery<CellWork>): Promise<void> {
+    const w = del.value;
+    const gen = del.streamSeq;
+    const { claims } = this.d;
+    if (await this.stoppedByControl(w)) return;
+    const prev = await claims.cell(w.run, w.cellId);
+    let attempt = 0;
+    if (prev) {
+      if (prev.gen === gen) {
+        // A redelivered message: the attempt may be launched already, or its claimant may have died first.
+        if (prev.final) return;
+        await this.resumeClaim(w, prev.latest, del);
+        return;
+      }
+      const ctx = await this.d.runs.get(w.run);
+      const staleMs = (ctx.config.timeout_seconds + 120) * 1_000;
+      if (!prev.final && Date.now() - Date.parse(prev.at) < staleMs) {
+        this.d.log.info({ run: w.run, cell: w.cellId }, "cell still running from an earlier submission");
+        return;
+      }
+      // A resubmission (resume): a fresh attempt number, so its ledger rows never mix with the earlier ones.
+      attempt = prev.latest + 1;
+    }
+    const admitted = await this.admit(w, del);
+    if (!admitted) return;
+    await this.launchAttempt(w.run, w.cellId, w.pool, attempt, attempt, gen, del.signal);
+  }
+
+  /** Drain: leave the cell pending (resume requeues it). Cancel: the cell ends failed. */
+  private async stoppedByControl(w: { run: string; cellId: string }): Promise<boolean> {
+    const state = this.d.control().state(w.run);
+    if (state === "draining") return true;
+    if (state === "cancelled") {
+      await setCellStatus(this.d.db, w.run, w.cellId, "failed", { error: CANCELLED_ERROR });
+      return true;
+    }
+    return false;
+  }
+
+  /** Wait for capacity, then reserve. False when the cell was skipped or the run stopped meanwhile. */
+  private async admit(w: CellWork, del: Delivery<CellWork>): Promise<boolean> {
+    for (;;) {
+      if (await this.stoppedByControl(w)) return false;
+      const ctx = await this.d.runs.get(w.run);
+      const r = await this.d.book.admit(w.run, {
+        cellId: w.cellId,
+        pool: w.pool,
+        exempt: w.exempt,
+        estimateNano: ctx.estimate(w.exempt),
+        parallel: ctx.config.parallel_runs,
+        poolLimit: ctx.poolLimits[w.pool],
+        budgetNano: ctx.budgetNano,
+      });
+      if (r.kind === "admitted") return true;
+      if (r.kind === "skipped") {
+        await setCellStatus(this.d.db, w.run, w.cellId, "skipped", { error: r.reason });
+        await this.cellProgress(w.run, w.cellId, 0, "skipped", r.reason);
+        this.d.log.warn({ run: w.run, cell: w.cellId }, r.reason);
+        await this.d.publishEvent({
+          run: w.run,
+          kind: "budget_skip",
+          message: `${w.cellId}: ${r.reason}`,
+          data: { cellId: w.cellId, remainingNanoUsd: r.remainingNano, estimateNanoUsd: r.estimateNano },
+        });
+        return false;
+      }
+      del.working();
+      if (del.signal.aborted) throw new RetryableError(ErrorCode.Unavailable, "dispatcher stopping");
+      await this.d.book.waitForCapacity(this.d.capacityPollMs);
+    }
+  }
+
+  /** A redelivered cell message whose attempt was claimed: launched → nothing to do; claimant dead → take over. */
+  private async resumeClaim(w: CellWork, attempt: number, del: Delivery<CellWork>): Promise<void> {
+    const c = await this.d.claims.get(w.run, w.cellId, attempt);
+    if (!c || c.claim.launchedAt) return;
+    if (Date.now() - Date.parse(c.claim.at) < this.d.staleClaimMs)
+      throw new RetryableError(
+        ErrorCode.Conflict,
+        `attempt ${attempt} of ${w.cellId} is being launched elsewhere`,
+      );
+    const mine: Claim = { ...c.claim, by: this.d.id, at: new Date().toISOString() };
+    if (!(await this.d.claims.takeOver(w.run, w.cellId, attempt, mine, c.revision))) return;
+    await this.start(w.run, w.cellId, attempt, mine, del.signal);
+  }
+
+  /** Claim (create fails if it exists) and launch one attempt. */
+  async launchAttempt(
+    run: string,
+    cellId: string,
+    pool: string,
+    attempt: number,
+    base: number,
+    gen: number,
+    signal: AbortSignal,
+  ): Promise<void> {
+    const claim: Claim = { by: this.d.id, gen, base, pool, at: new Date().toISOString() };
+    if (!(await this.d.claims.create(run, cellId, attempt, claim))) {
+      this.d.log.debug({ run, cellId, attempt }, "attempt already claimed");
+      return;
+    }
+    await this.d.claims.setCell(run, cellId, { gen, base, latest: attempt, final: false, at: claim.at });
+    await this.start(run, cellId, attempt, claim, signal);
+  }
+
+  private async start(run: string, cellId: string, attempt: number, claim: Claim, signal: AbortSignal) {
+    const ref: JobRef = { runName: run, cellId, attempt, pool: claim.pool };
+    const [res] = await this.d.backend.launch([ref], signal);
+    if (res?.handle) {
+      this.inflight.set(key(run, cellId, attempt), { ref, handle: res.handle, base: claim.base });
+      const launched: Claim = {
+        ...claim,
+        handle: res.handle,
+        backend: this.d.backend.name,
+        launchedAt: new Date().toISOString(),
+      };
+      await this.d.claims.launched(run, cellId, attempt, launched);
+      await setCellStatus(this.d.db, run, cellId, "running");
+      await this.cellProgress(run, cellId, attempt, "running", `launched on ${this.d.backend.name}`);
+      return;
+    }
+    await this.noResult(
+      ref,
+      claim.base,
+      res?.error ?? { kind: "fatal", reason: "launch failed", neverStarted: true },
+      signal,
+    );
+  }
+
+  /**
+   * A task that ended without a result of its own. A retryable infrastructure stop is never the model's failure:
+   * it is retried as INFRA_RETRYABLE. Anything else gets a HARNESS_ERROR result published for it, so the cell
+   * finishes through the same path as every other result.
+   */
+  async noResult(
+    ref: JobRef,
+    base: number,
+    stop: StopClass,
+    signal: AbortSignal,
+    out?: { stdout: string; stderr: string },
+  ) {
+    this.inflight.delete(key(ref.runName, ref.cellId, ref.attempt));
+    if (stop.kind === "retryable") {
+      await this.infraRetry(ref, base, stop.reason, signal);
+      return;
+    }
+    const reason =
+      stop.kind === "exited"
+        ? `task exited with code ${stop.exitCode} without publishing a result`
+        : `task could not run: ${stop.reason}`;
+    await publishAttemptResult(
+      this.d.plane.js,
+      makeAttemptResult(ref, "HARNESS_ERROR", {
+        exitCode: stop.kind === "exited" ? stop.exitCode : null,
+        errorMessage: reason,
+        stdout: out?.stdout ?? "",
+        stderr: out?.stderr ?? "",
+      }),
+    );
+  }
+
+  private async infraRetry(ref: JobRef, base: number, reason: string, signal: AbortSignal): Promise<void> {
+    const cls = classifyAttempt("INFRA_RETRYABLE", ref.attempt - base);
+    const active = this.d.control().state(ref.runName) === "active";
+    const final = !cls.retry || !active;
+    await this.d.book.reconcile(ref.runName, {
+      cellId: ref.cellId,
+      attempt: ref.attempt,
+      actualNano: 0,
+      final,
+    });
+    if (final) {
+      const error = active
+        ? `retry_exhausted: infrastructure (${reason})`
+        : this.stopError(ref.runName, reason);
+      await this.finish(ref.runName, ref.cellId, ref.attempt, "failed", error);
+      return;
+    }
+    await this.delay(cls.retryDelayMs, ref.attempt - base, signal);
+    const cur = await this.d.claims.get(ref.runName, ref.cellId, ref.attempt);
+    await this.launchAttempt(
+      ref.runName,
+      ref.cellId,
+      ref.pool,
+      ref.attempt + 1,
+      base,
+      cur?.claim.gen ?? 0,
+      signal,
+    );
+  }
+
+  // ---- attempt results --------------------------------------------------------------------------------------
+
+  async handleResult(del: Delivery<AttemptResult>): Promise<void> {
+    const r = del.value;
+    const c = await this.d.claims.get(r.run, r.cellId, r.attempt);
+    if (!c) {
+      this.d.log.debug({ run: r.run, cell: r.cellId, attempt: r.attempt }, "result of an unclaimed attempt");
+      return;
+    }
+    this.inflight.delete(key(r.run, r.cellId, r.attempt));
+    const { base, gen, pool } = c.claim;
+    const cell = await this.d.claims.cell(r.run, r.cellId);
+    const superseded = cell !== null && cell.latest > r.attempt;
+    const cls = classifyAttempt(r.status, r.attempt - base);
+    const state = this.d.control().state(r.run);
+    const final = !superseded && (cls.final || state !== "active");
+    const rec = await this.d.book.reconcile(r.run, {
+      cellId: r.cellId,
+      attempt: r.attempt,
+      actualNano: r.usage.costNanoUsd,
+      final,
+    });
+    if (rec.overspent)
+      await this.d.publishEvent({
+        run: r.run,
+        kind: "budget_overspend",
+        message: `spend exceeded the budget after ${r.cellId} (remaining ${rec.remainingNano} nano-USD)`,
+        data: { cellId: r.cellId, remainingNanoUsd: rec.remainingNano },
+      });
+    if (superseded) return;
+    if (final) {
+      if (state === "cancelled") await this.finish(r.run, r.cellId, r.attempt, "failed", CANCELLED_ERROR);
+      else if (!cls.final)
+        await this.finish(r.run, r.cellId, r.attempt, "failed", this.stopError(r.run, cls.errorClass));
+      else if (cell)
+        await this.d.claims.setCell(r.run, r.cellId, { ...cell, final: true, at: new Date().toISOString() });
+      return;
+    }
+    // Retry: the message stays unacked until the next attempt is launched, so a crash here retries the retry.
+    await this.delay(cls.retryDelayMs, r.attempt - base, del.signal, () => del.working());
+    if (this.d.control().state(r.run) !== "active") {
+      await this.d.book.reconcile(r.run, {
+        cellId: r.cellId,
+        attempt: r.attempt,
+        actualNano: 0,
+        final: true,
+      });
+      await this.finish(r.run, r.cellId, r.attempt, "failed", this.stopError(r.run, cls.errorClass));
+      return;
+    }
+    await this.launchAttempt(r.run, r.cellId, pool, r.attempt + 1, base, gen, del.signal);
+  }
+
+  private stopError(run: string, why: string): string {
+    return this.d.control().state(run) === "cancelled" ? CANCELLED_ERROR : `drained before retry (${why})`;
+  }
+
+  private async delay(defaultMs: number, retry: number, signal: AbortSignal, working?: () => void) {
+    const ms = this.d.retryDelaysMs?.[retry] ?? defaultMs;
+    const until = Date.now() + ms;
+    while (Date.now() < until) {
+      working?.();
+      try {
+        await sleep(Math.min(5_000, until - Date.now()), undefined, { signal });
+      } catch {
+        throw new RetryableError(ErrorCode.Unavailable, "dispatcher stopping during a retry delay");
+      }
+    }
+  }
+
+  /** A final outcome the dispatcher decided itself (cancel, drain, infrastructure exhausted). */
+  private async finish(run: string, cellId: string, attempt: number, status: "failed", error: string) {
+    const cell = await this.d.claims.cell(run, cellId);
+    if (cell)
+      await this.d.claims.setCell(run, cellId, { ...cell, final: true, at: new Date().toISOString() });
+    await setCellStatus(this.d.db, run, cellId, status, { error });
+    await this.cellProgress(run, cellId, attempt, status, error);
+    await this.d.publishEvent({
+      run,
+      kind: "cell_failed",
+      message: `${cellId}: ${error}`,
+      data: { cellId, attempt },
+    });
+  }
+
+  // ---- control and observation ------------------------------------------------------------------------------
+
+  /** Cancel: signal each running attempt's task to end its session, and stop it. */
+  async cancelRun(run: string): Promise<void> {
+    const mine = [...this.inflight.values()].filter((f) => f.ref.runName === run);
+    for (const f of mine) {
+      this.d.plane.nc.publish(
+        Subjects.attemptSignal(run, f.ref.cellId, f.ref.attempt),
+        JSON.stringify({ reason: "cancelled", run, cellId: f.ref.cellId, attempt: f.ref.attempt }),
+      );
+    }
+    if (mine.length > 0)
+      await this.d.backend.stop(
+        mine.map((f) => f.handle),
+        "run cancelled",
+      );
+  }
+
+  /** One pass over this process's tasks: a task that stopped without a result gets one. */
+  async observeOnce(signal: AbortSignal): Promise<void> {
+    const all = [...this.inflight.values()];
+    if (all.length === 0) return;
+    const byHandle = new Map(all.map((f) => [f.handle, f]));
+    const states = await this.d.backend.observe(all.map((f) => f.handle));
+    for (const s of states) {
+      const f = byHandle.get(s.handle);
+      if (!f || s.phase !== "stopped" || !s.stop) continue;
+      this.inflight.delete(key(f.ref.runName, f.ref.cellId, f.ref.attempt));
+      const stop = s.stop;
+      const out = (
+        this.d.backend as { output?: (h: string) => { stdout: string; stderr: string } | undefined }
+      ).output?.(f.handle);
+      // The task's own result (published before it exited) wins: ours carries the same message id.
+      setTimeout(() => {
+        this.noResult(f.ref, f.base, stop, signal, out).catch((err: unknown) =>
+          this.d.log.error(
+            { err: String(err), ref: f.ref },
+            "could not finish a task that ended without a result",
+          ),
+        );
+      }, this.d.exitGraceMs).unref();
+    }
+  }
+
+  private async cellProgress(
+    run: string,
+    cellId: string,
+    attempt: number,
+    status: CellProgress["status"],
+    detail: string,
+  ) {
+    const p: CellProgress = {
+      type: MessageTypes.cellProgress,
+      run,
+      cellId,
+      attempt,
+      status,
+      usage: {
+        inputTokens: 0,
+        outputTokens: 0,
+        cacheReadTokens: 0,
+        cacheWriteTokens: 0,
+        reasoningTokens: 0,
+        costNanoUsd: 0,
+        calls: 0,
+      },
+      turns: 0,
+      pacerWaitMs: 0,
+      updatedAt: new Date().toISOString(),
+      detail,
+    };
+    await this.d.plane.kv.progress.put(ProgressKeys.cell(run, cellId), JSON.stringify(p)).catch(() => {});
+  }
+}

@@ -1,0 +1,77 @@
+import type { KV } from "@nats-io/kv";
+import { type RunConfig, RunConfigSchema } from "../../protocol/config.js";
+import { ErrorCode, RetryableError } from "../../protocol/errors.js";
+import type { RunProgress } from "../../protocol/messages.js";
+import { ProgressKeys, StateKeys } from "../../protocol/subjects.js";
+import type { Db } from "../../store/db.js";
+import { nanoToNumber, usdToNano } from "../../store/money.js";
+import { getBillableCost } from "../../store/results.js";
+import { estimateNanoUsd } from "../planner/matrix.js";
+
+/** What the dispatcher needs to know about a run to admit its cells. */
+export interface RunContext {
+  config: RunConfig;
+  totalCells: number;
+  budgetNano: number | null;
+  /** fleet size per pool when the planner (or the scaler) published one */
+  poolLimits: Record<string, number>;
+  estimate(exempt: boolean): number;
+}
+
+/**
+ * Run facts, cached for a few seconds per process: the run's config as the planner wrote it to the `jobs` bucket
+ * (a resubmission rewrites it, so the cache expires), the real cell count from run_state (the seed's estimate
+ * divides by it), and per-pool fleet sizes from the run's progress key.
+ */
+export class RunCache {
+  private readonly cache = new Map<string, { at: number; ctx: Promise<RunContext> }>();
+
+  constructor(
+    private readonly jobs: KV,
+    private readonly progress: KV,
+    private readonly db: Db,
+    private readonly ttlMs = 5_000,
+  ) {}
+
+  get(run: string): Promise<RunContext> {
+    const hit = this.cache.get(run);
+    if (hit && Date.now() - hit.at < this.ttlMs) return hit.ctx;
+    const ctx = this.load(run);
+    this.cache.set(run, { at: Date.now(), ctx });
+    ctx.catch(() => this.cache.delete(run));
+    return ctx;
+  }
+
+  /** The seed for a run's budget state: its cap and the billable spend already in the DB. */
+  async seed(run: string): Promise<{ budgetNano: number | null; historicalBillableNano: number }> {
+    const ctx = await this.get(run);
+    return { budgetNano: ctx.budgetNano, historicalBillableNano: await getBillableCost(this.db, run) };
+  }
+
+  private async load(run: string): Promise<RunContext> {
+    const e = await this.jobs.get(StateKeys.jobRun(run));
+    if (!e || e.length === 0)
+      throw new RetryableError(ErrorCode.NotFound, `run ${run} has no config in the jobs bucket yet`);
+    const config = RunConfigSchema.parse(e.json());
+    const r = await this.db.query<{ n: number }>(
+      "SELECT count(*)::int AS n FROM run_state WHERE run_name = $1",
+      [run],
+    );
+    const totalCells = Number(r.rows[0]?.n ?? 0);
+    const poolLimits: Record<string, number> = {};
+    const p = await this.progress.get(ProgressKeys.run(run)).catch(() => null);
+    if (p && p.length > 0) {
+      const prog = p.json<Partial<RunProgress>>();
+      for (const [pool, v] of Object.entries(prog.pools ?? {}))
+        if (v.fleetSize > 0) poolLimits[pool] = v.fleetSize;
+    }
+    const budgetNano = config.budget_usd === undefined ? null : nanoToNumber(usdToNano(config.budget_usd));
+    return {
+      config,
+      totalCells,
+      budgetNano,
+      poolLimits,
+      estimate: (exempt) => estimateNanoUsd(config, exempt, totalCells),
+    };
+  }
+}
