@@ -11,6 +11,7 @@ import type { RunConfigInput } from "../../protocol/config.js";
 import { silentLogger } from "../../protocol/log.js";
 import { type JudgeJob, type LedgerCall, MessageTypes, type Verdict } from "../../protocol/messages.js";
 import { BlobNames, StateKeys, Subjects } from "../../protocol/subjects.js";
+import { Consumers } from "../../protocol/topology.js";
 import { type ScriptedProvider, startScriptedProvider } from "../../scripts/scripted-provider/index.js";
 import { type FreshDb, freshDb } from "../helpers/db.js";
 import { startNats, type TestNats } from "../helpers/nats.js";
@@ -201,6 +202,24 @@ describe("judge", () => {
     assert.equal(calls.length, 2);
     assert.equal(v.costNanoUsd, (calls[0]?.costNanoUsd ?? 0) + (calls[1]?.costNanoUsd ?? 0));
     assert.equal(ledger.filter((l) => l.cellId === "cell-c").length, 2);
+  });
+
+  it("an attempt whose verdict already landed is not judged (or paid for) again", async () => {
+    await fdb.db.query(
+      "INSERT INTO run_results (run_name, cell_id, attempt, verdict_score, verdict) VALUES ($1, $2, 1, 1, $3)",
+      ["judged", "cell-landed", JSON.stringify({ score: 1 })],
+    );
+    const before = provider.calls().length;
+    await submit("judged", "cell-landed");
+    const { stream, durable } = Consumers.judge;
+    for (let i = 0; ; i++) {
+      const info = await plane.jsm.consumers.info(stream, durable);
+      if (info.num_pending === 0 && info.num_ack_pending === 0) break;
+      assert.ok(i < 200, "the judge job was never acked");
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    assert.equal(provider.calls().length, before);
+    assert.equal(verdicts.has("cell-landed"), false);
   });
 
   it("an OpenAI judge model is called on chat completions", async () => {
