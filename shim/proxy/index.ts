@@ -230,10 +230,14 @@ function pathOf(req: IncomingMessage): string {
   return q < 0 ? url : url.slice(0, q);
 }
 
-async function readBody(req: IncomingMessage): Promise<Buffer> {
-  const chunks: Buffer[] = [];
-  for await (const c of req as AsyncIterable<Buffer>) chunks.push(c);
-  return chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks);
+/** The whole request body (events, not async iteration: cheaper on the hot path). */
+function readBody(req: IncomingMessage): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    req.on("data", (c: Buffer) => chunks.push(c));
+    req.once("end", () => resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks)));
+    req.once("error", reject);
+  });
 }
 
 async function handle(ctx: ShimContext, req: IncomingMessage, res: ServerResponse): Promise<void> {
