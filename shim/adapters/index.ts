@@ -14,7 +14,13 @@ export { buildPrompt, reportedCost } from "./common.js";
 export { opencode } from "./opencode.js";
 export { reference } from "./reference.js";
 export { MAX_TURNS_LINE, REFERENCE_TOOLS } from "./reference-agent.js";
-export { referenceFixScenario } from "./reference-scenario.js";
+export {
+  claudeFixScenario,
+  claudeWorkdir,
+  type FixFile,
+  firstUserText,
+  referenceFixScenario,
+} from "./scenarios.js";
 export type * from "./types.js";
 
 const ADAPTERS: Partial<Record<AdapterKind, HarnessAdapter>> = {

@@ -1,0 +1,127 @@
+import { readFileSync } from "node:fs";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { parse as parseYaml } from "yaml";
+import { openPlane, type Plane } from "../../actors/runtime/connect.js";
+import { type RunConfigInput, RunConfigSchema, TaskSpecSchema } from "../../protocol/config.js";
+import {
+  type AttemptResult,
+  AttemptResultSchema,
+  type CellWork,
+  MessageTypes,
+} from "../../protocol/messages.js";
+import { poolId, StateKeys, Subjects } from "../../protocol/subjects.js";
+import { Streams } from "../../protocol/topology.js";
+import {
+  type ScriptedProvider,
+  type ScriptedProviderOptions,
+  startScriptedProvider,
+} from "../../scripts/scripted-provider/index.js";
+import { type RunTaskOptions, runTask } from "../../shim/task/index.js";
+import { startNats, type TestNats } from "../helpers/nats.js";
+
+export const RUN_KEY = "sk-run-task-0123456789abcdef";
+export const LIBRARY = resolve("examples/tasks");
+export const FIXED_CALC = readFileSync(join(LIBRARY, "repos/calc/calc.js"), "utf8").replace(
+  "a - b;\n}\n\nexport function sub",
+  "a + b;\n}\n\nexport function sub",
+);
+
+/** NATS with the topology, a scripted provider that accepts only the run key, and temp work / mirror roots. */
+export interface TaskRig {
+  nats: TestNats;
+  plane: Plane;
+  provider: ScriptedProvider;
+  workRoot: string;
+  mirrorRoot: string;
+  /** write the planner's three jobs entries (run config, task spec, cell) for one cell; returns the cell id */
+  plan(run: Partial<RunConfigInput> & { name: string }, taskFile?: string, repeat?: number): Promise<string>;
+  run(run: string, cell: string, attempt?: number, opts?: RunTaskOptions): Promise<AttemptResult>;
+  /** the AttemptResult as it landed on the stream */
+  published(run: string, cell: string): Promise<AttemptResult>;
+  blob(name: string): Promise<string | null>;
+  close(): Promise<void>;
+}
+
+export async function startTaskRig(providerOpts: ScriptedProviderOptions = {}): Promise<TaskRig> {
+  const nats = await startNats();
+  const plane = await openPlane({ servers: nats.url, name: "task-test" });
+  const provider = await startScriptedProvider({ keys: [RUN_KEY], ...providerOpts });
+  const tmp = await mkdtemp(join(tmpdir(), "ef-task-test-"));
+  const workRoot = join(tmp, "work");
+  const mirrorRoot = join(tmp, "mirrors");
+  return {
+    nats,
+    plane,
+    provider,
+    workRoot,
+    mirrorRoot,
+    async plan(input, taskFile = "sample-calc-add.yaml", repeat = 0) {
+      const config = RunConfigSchema.parse({
+        harnesses: [{ name: "reference", adapter: "reference" }],
+        models: [{ name: "gpt-5-mini", provider: "openai" }],
+        tasks: ["*"],
+        timeout_seconds: 60,
+        ...input,
+        task_library_path: LIBRARY,
+      });
+      const task = TaskSpecSchema.parse(parseYaml(readFileSync(join(LIBRARY, taskFile), "utf8")));
+      const harness = config.harnesses[0]!;
+      const model = config.models[0]!;
+      const cellId = `${harness.name}__${model.name}__${task.id}__r${repeat}`;
+      const work: CellWork = {
+        type: MessageTypes.cellWork,
+        run: config.name,
+        cellId,
+        pool: poolId(harness.name, model.name),
+        harness: harness.name,
+        model: model.name,
+        reviewModel: null,
+        taskId: task.id,
+        track: task.track,
+        repeat,
+        traceId: cellId,
+        exempt: false,
+        costMode: model.cost_mode,
+      };
+      await plane.kv.jobs.put(StateKeys.jobRun(config.name), JSON.stringify(config));
+      await plane.kv.jobs.put(StateKeys.jobTask(config.name, task.id), JSON.stringify(task));
+      await plane.kv.jobs.put(StateKeys.job(config.name, cellId), JSON.stringify(work));
+      return cellId;
+    },
+    run(run, cell, attempt = 1, opts = {}) {
+      return runTask(
+        { run, cell, attempt },
+        {
+          plane,
+          upstream: provider.url,
+          runKey: RUN_KEY,
+          workRoot,
+          mirrorRoot,
+          env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "/tmp" },
+          retry: { baseDelayMs: 5, maxDelayMs: 50 },
+          graceMs: 500,
+          ...opts,
+        },
+      );
+    },
+    async published(run, cell) {
+      const m = await plane.jsm.streams.getMessage(Streams.attempts.name, {
+        last_by_subj: Subjects.attempts.one(run, cell),
+      });
+      if (!m) throw new Error("no attempt result on the stream");
+      return AttemptResultSchema.parse(m.json());
+    },
+    async blob(name) {
+      const b = await plane.blobs.getBlob(name);
+      return b === null ? null : Buffer.from(b).toString("utf8");
+    },
+    async close() {
+      await provider.close();
+      await plane.close();
+      await nats.cleanup();
+      await rm(tmp, { recursive: true, force: true });
+    },
+  };
+}
