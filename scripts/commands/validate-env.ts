@@ -3,6 +3,7 @@ import path from "node:path";
 import type { Command } from "commander";
 import { buildGraders } from "../../actors/grader-supervisor/actor.js";
 import {
+  dockerDigestResolver,
   imageManifest,
   type ValidationOutcome,
   validateAndRecord,
@@ -31,6 +32,8 @@ export interface ValidateEnvOptions {
   log: Logger;
   localLogFormat?: string;
   dockerPath?: string;
+  /** Tasks validated at once. */
+  concurrency?: number;
   onResult?: (r: ValidationOutcome) => void;
 }
 
@@ -76,6 +79,8 @@ export async function validateEnv(opts: ValidateEnvOptions): Promise<ValidationO
   return await validateAndRecord(opts.db, tasks, {
     graders,
     libraryDir: dir,
+    resolveDigest: dockerDigestResolver(opts.dockerPath),
+    concurrency: opts.concurrency ?? 1,
     ...(opts.localLogFormat ? { localLogFormat: opts.localLogFormat } : {}),
     ...(opts.onResult ? { onResult: opts.onResult } : {}),
   });
@@ -90,6 +95,7 @@ interface Flags {
   logFormat?: string;
   docker?: string;
   manifest?: string;
+  concurrency: string;
 }
 
 export function register(program: Command): void {
@@ -105,6 +111,7 @@ export function register(program: Command): void {
     .option("--data-dir <dir>", "PGlite data directory when DATABASE_URL is not set")
     .option("--log-format <name>", "log parser for local tasks that name none (default pytest)")
     .option("--docker <path>", "the docker executable")
+    .option("--concurrency <n>", "tasks validated at once", "2")
     .option(
       "--manifest <file>",
       "write the valid docker tasks' images (name@digest) for the eval-host AMI build",
@@ -125,6 +132,7 @@ export function register(program: Command): void {
           ...(flags.run ? { run: flags.run } : {}),
           ...(flags.logFormat ? { localLogFormat: flags.logFormat } : {}),
           ...(flags.docker ? { dockerPath: flags.docker } : {}),
+          concurrency: Math.max(1, Number.parseInt(flags.concurrency, 10) || 1),
           onResult: (r) => {
             if (flags.json) process.stdout.write(`${JSON.stringify(r)}\n`);
           },
