@@ -1,0 +1,146 @@
+import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import { readFileSync } from "node:fs";
+import { after, before, describe, test } from "node:test";
+import { JobRefEnv } from "../../actors/dispatcher/backends/types.js";
+import { BlobNames } from "../../protocol/subjects.js";
+import { attemptDirs } from "../../shim/task/index.js";
+import { RUN_KEY, startTaskRig, type TaskRig } from "./task-fixture.js";
+
+const FAKE_KEY = "sk-live-PLANTEDabcdefghijklmnop0123456789";
+
+const commandRun = (name: string, command: string, extra: Record<string, unknown> = {}) => ({
+  name,
+  harnesses: [{ name: "cmd", adapter: "command" as const, settings: { command } }],
+  ...extra,
+});
+
+/** Running, not a zombie waiting for a reaper (in a container, PID 1 may never reap it). */
+function pidAlive(pid: number): boolean {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    return !/^\d+ \(.*\) [ZX]/.test(stat);
+  } catch {
+    return false;
+  }
+}
+
+describe("harness task with command harnesses", { timeout: 110_000 }, () => {
+  let rig: TaskRig;
+  before(async () => {
+    rig = await startTaskRig();
+  });
+  after(async () => {
+    await rig.close();
+  });
+
+  test("a harness that hangs is stopped at the run's timeout, with its whole process group: TIMEOUT", async () => {
+    const cell = await rig.plan(
+      commandRun("cmd-hang", 'sleep 300 & echo $! > "$EVALFLEET_TRAJECTORY.bgpid"; echo started; sleep 300', {
+        timeout_seconds: 1,
+      }),
+    );
+    const t0 = Date.now();
+    const r = await rig.run("cmd-hang", cell, 1, { keepWorkdir: true });
+    assert.equal(r.status, "TIMEOUT", r.errorMessage ?? "");
+    assert.ok(Date.now() - t0 < 15_000);
+    assert.match(r.stdout, /started/);
+    assert.match(r.errorMessage ?? "", /timed out/);
+    const out = attemptDirs(rig.workRoot, { run: "cmd-hang", cell, attempt: 1 }).out;
+    const bg = Number(readFileSync(`${out}/harness-trajectory.jsonl.bgpid`, "utf8"));
+    for (let i = 0; i < 50 && pidAlive(bg); i++) await new Promise((res) => setTimeout(res, 20));
+    assert.ok(bg > 0 && !pidAlive(bg), "the harness's background child was killed with it");
+    assert.equal((await rig.published("cmd-hang", cell)).status, "TIMEOUT");
+  });
+
+  test("a crashing harness lands HARNESS_ERROR; planted keys never reach the result or the blobs", async () => {
+    const script = [
+      `echo "calling with ${FAKE_KEY}"`,
+      `echo "OPENAI_API_KEY=$OPENAI_API_KEY"`,
+      `echo "Traceback: auth failed for key ${FAKE_KEY}" >&2`,
+      `echo "Authorization: Bearer ${FAKE_KEY}" >&2`,
+      `echo '{"event":"boom","key":"${FAKE_KEY}"}' >> "$EVALFLEET_TRAJECTORY"`,
+      "echo 'broken' > calc.js",
+      "exit 3",
+    ].join("\n");
+    const cell = await rig.plan(commandRun("cmd-crash", script));
+    const r = await rig.run("cmd-crash", cell);
+    assert.equal(r.status, "HARNESS_ERROR");
+    assert.equal(r.exitCode, 3);
+    assert.match(r.stderr, /Traceback: auth failed for key \[REDACTED\]/);
+    assert.match(r.errorMessage ?? "", /exited with code 3/);
+    const blobs = await Promise.all(
+      (["stdout.txt", "stderr.txt", "trajectory.jsonl", "patch.diff"] as const).map((f) =>
+        rig.blob(BlobNames.attempt("cmd-crash", cell, 1, f)),
+      ),
+    );
+    assert.ok(blobs[2]?.includes("boom"), "the harness's trajectory file was kept");
+    assert.ok(blobs[3]?.includes("+broken"), "a crashed harness's patch is still stored");
+    const everything = JSON.stringify(await rig.published("cmd-crash", cell)) + blobs.join("\n");
+    assert.ok(!everything.includes("PLANTED"), "the planted key never lands");
+    assert.ok(!everything.includes(RUN_KEY), "the run key never lands");
+    assert.match(everything, /\[REDACTED\]/);
+  });
+
+  test("output over 50 KB keeps the last 50 KB with a truncation notice", async () => {
+    const cell = await rig.plan(
+      commandRun("cmd-loud", "yes 'line of output' | head -n 20000; echo LAST-LINE"),
+    );
+    const r = await rig.run("cmd-loud", cell);
+    assert.equal(r.status, "EMPTY_PATCH");
+    assert.match(r.stdout, /^\[truncated: \d+ of \d+ bytes omitted/);
+    assert.match(r.stdout, /LAST-LINE\n$/);
+    assert.ok(Buffer.byteLength(r.stdout) < 51 * 1024);
+    assert.equal(r.patchRef, null);
+    assert.equal(r.usage.calls, 0);
+  });
+
+  test("a command harness calls the model through the shim with the dummy key: PATCH_READY, metered", async () => {
+    const script = [
+      'curl -sf "$OPENAI_BASE_URL/chat/completions" -H "authorization: Bearer $OPENAI_API_KEY"',
+      ' -H "content-type: application/json"',
+      ` -d '{"model":"gpt-5-mini","messages":[{"role":"user","content":"fix it"}]}' > reply.json`,
+    ].join("");
+    const cell = await rig.plan(commandRun("cmd-call", script));
+    const r = await rig.run("cmd-call", cell);
+    assert.equal(r.status, "PATCH_READY", `${r.errorMessage} ${r.stderr}`);
+    assert.equal(r.usage.calls, 1);
+    assert.ok(r.usage.inputTokens > 0 && r.usage.costNanoUsd > 0);
+    assert.match((await rig.blob(r.patchRef!)) ?? "", /reply\.json/);
+  });
+
+  test("`evalfleet task` takes the job reference from the environment, publishes, exits 0", async () => {
+    const cell = await rig.plan(commandRun("cmd-cli", "echo hello > hello.txt"));
+    const child = spawn(process.execPath, ["--import", "tsx", "scripts/cli.ts", "task"], {
+      env: {
+        PATH: process.env.PATH ?? "",
+        HOME: process.env.HOME ?? "/tmp",
+        NATS_URL: rig.nats.url,
+        EVALFLEET_UPSTREAM_URL: rig.provider.url,
+        EVALFLEET_RUN_KEY: RUN_KEY,
+        EVALFLEET_WORKDIR: rig.workRoot,
+        EVALFLEET_GIT_MIRRORS: rig.mirrorRoot,
+        EVALFLEET_LOG_LEVEL: "warn",
+        [JobRefEnv.run]: "cmd-cli",
+        [JobRefEnv.cell]: cell,
+        [JobRefEnv.attempt]: "4",
+        [JobRefEnv.pool]: "cmd__gpt-5-mini",
+      },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    let out = "";
+    child.stdout.on("data", (d: Buffer) => {
+      out += d.toString();
+    });
+    child.stderr.on("data", (d: Buffer) => {
+      out += d.toString();
+    });
+    const code = await new Promise<number | null>((resolve) => child.once("exit", resolve));
+    assert.equal(code, 0, out);
+    assert.match(out, /"status":"PATCH_READY"/);
+    const r = await rig.published("cmd-cli", cell);
+    assert.equal(r.attempt, 4);
+    assert.equal(r.status, "PATCH_READY");
+    assert.match((await rig.blob(r.patchRef!)) ?? "", /\+hello/);
+  });
+});
