@@ -1,7 +1,9 @@
 import type { Logger } from "../../protocol/log.js";
-import { AttemptResultSchema, CellWorkSchema } from "../../protocol/messages.js";
+import { AttemptResultSchema, CellWorkSchema, type Control } from "../../protocol/messages.js";
+import { Subjects } from "../../protocol/subjects.js";
 import { Consumers } from "../../protocol/topology.js";
 import type { Db } from "../../store/db.js";
+import { getRunMetadata } from "../../store/results.js";
 import { Actor } from "../runtime/actor.js";
 import type { Plane } from "../runtime/connect.js";
 import type { LaunchBackend } from "./backends/types.js";
@@ -73,6 +75,7 @@ export async function startDispatcher(opts: DispatcherOptions): Promise<Actor> {
           .catch((err: unknown) => log.error({ err: String(err), run }, "cancel failed"));
     },
     (run) => dispatcher.runningOf(run),
+    (req) => resubmit(plane, db, req),
   );
   await control.start();
   await actor.start();
@@ -102,4 +105,15 @@ export async function startDispatcher(opts: DispatcherOptions): Promise<Actor> {
     if (opts.closeBackend !== false) await backend.close().catch(() => {});
   });
   return actor;
+}
+
+/**
+ * Resume: submit the run's stored config (run_metadata) again, so the planner requeues its incomplete cells. Every
+ * replica answering the same request publishes with one message id, so JetStream keeps one submission.
+ */
+async function resubmit(plane: Plane, db: Db, req: Control): Promise<string | null> {
+  const meta = await getRunMetadata(db, req.run);
+  if (!meta) return `no run named ${req.run} in the results database`;
+  await plane.js.publish(Subjects.runSubmit, meta.configJson, { msgID: `resume/${req.run}/${req.at}` });
+  return null;
 }

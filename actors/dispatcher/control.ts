@@ -30,6 +30,8 @@ export const ControlReplySchema = z.object({
   running: z.number().int().nonnegative(),
   message: z.string(),
   by: z.string(),
+  /** resume: the run's stored config was submitted again (the planner requeues its incomplete cells) */
+  resubmitted: z.boolean().default(false),
 });
 export type ControlReply = z.output<typeof ControlReplySchema>;
 
@@ -87,6 +89,8 @@ export class ControlBoard {
     private readonly by: string,
     private readonly onChange: (run: string, state: RunControlState) => void,
     private readonly runningOf: (run: string) => number,
+    /** resume: submit the run's stored config again; a message when that was not possible */
+    private readonly resubmit: (req: Control) => Promise<string | null>,
   ) {}
 
   state(run: string): RunControlState {
@@ -142,22 +146,26 @@ export class ControlBoard {
     await this.kv.put(StateKeys.control(req.run), JSON.stringify(value));
     this.set(req.run, state);
     const running = this.runningOf(req.run);
+    const problem = req.verb === "resume" ? await this.resubmit(req) : null;
     const message =
       req.verb === "drain"
         ? `run ${req.run} draining: no new launches; ${running} running attempt(s) here will finish`
         : req.verb === "cancel"
           ? `run ${req.run} cancelled: stopping ${running} running attempt(s) here; their cells end failed`
-          : `run ${req.run} active again: new launches allowed`;
+          : problem === null
+            ? `run ${req.run} resumed: its stored config was submitted again; incomplete cells will run`
+            : `run ${req.run} active again, but not resubmitted: ${problem}`;
     return {
       type: MessageTypes.controlReply,
       run: req.run,
       verb: req.verb,
-      ok: true,
+      ok: problem === null,
       state,
       previous,
       running,
       message,
       by: this.by,
+      resubmitted: req.verb === "resume" && problem === null,
     };
   }
 

@@ -1,5 +1,6 @@
 import type { Command } from "commander";
 import * as actor from "./actor.js";
+import * as control from "./control.js";
 import * as gateway from "./gateway.js";
 import * as gradeLog from "./grade-log.js";
 import * as plan from "./plan.js";
@@ -26,6 +27,7 @@ const commands: Array<{ register(program: Command): void }> = [
   gateway,
   shim,
   validateEnv,
+  control,
 ];
 
 export function registerAll(program: Command): void {

@@ -1,7 +1,14 @@
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import { budgetSkipReason } from "../../actors/dispatcher/budget.js";
-import { budgetState, cellStatuses, type DispatchRig, runEvents, startRig, waitFor } from "./dispatcher-fixture.js";
+import {
+  budgetState,
+  cellStatuses,
+  type DispatchRig,
+  runEvents,
+  startRig,
+  waitFor,
+} from "./dispatcher-fixture.js";
 
 let rig: DispatchRig;
 const TASKS = ["t1", "t2", "t3", "t4", "t5"];
@@ -26,7 +33,8 @@ async function settle(run: string, cells: number) {
     const launched = rig.launches.filter((l) => l.runName === run).length;
     const skipped = [...st.values()].filter((s) => s.status === "skipped").length;
     const b = await budgetState(rig.client, run);
-    if (st.size !== cells || launched + skipped !== cells || !b || Object.keys(b.open).length > 0) return undefined;
+    if (st.size !== cells || launched + skipped !== cells || !b || Object.keys(b.open).length > 0)
+      return undefined;
     return { st, launched, skipped, b };
   });
 }

@@ -1,17 +1,21 @@
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { SimBackend, type SimBackendOptions } from "../../actors/dispatcher/backends/sim.js";
-import type { LaunchBackend } from "../../actors/dispatcher/backends/types.js";
-import type { BudgetState } from "../../actors/dispatcher/budget.js";
 import { type DispatcherOptions, startDispatcher } from "../../actors/dispatcher/actor.js";
+import { SimBackend, type SimBackendOptions } from "../../actors/dispatcher/backends/sim.js";
+import type { JobRef, LaunchBackend } from "../../actors/dispatcher/backends/types.js";
+import type { BudgetState } from "../../actors/dispatcher/budget.js";
 import { startPlanner } from "../../actors/planner/actor.js";
 import type { Actor } from "../../actors/runtime/actor.js";
 import { openPlane, type Plane } from "../../actors/runtime/connect.js";
-import type { JobRef } from "../../actors/dispatcher/backends/types.js";
 import { decodeJson } from "../../protocol/decode.js";
 import { silentLogger } from "../../protocol/log.js";
-import { type AttemptResult, AttemptResultSchema, type RunEvent, RunEventSchema } from "../../protocol/messages.js";
+import {
+  type AttemptResult,
+  AttemptResultSchema,
+  type RunEvent,
+  RunEventSchema,
+} from "../../protocol/messages.js";
 import { StateKeys, Subjects } from "../../protocol/subjects.js";
 import { Streams } from "../../protocol/topology.js";
 import { type FreshDb, freshDb } from "../helpers/db.js";
@@ -24,7 +28,11 @@ export interface DispatchRig {
   client: Plane;
   libDir: string;
   launches: Array<JobRef & { at: number }>;
-  dispatcher(opts?: { sim?: Partial<SimBackendOptions>; backend?: LaunchBackend; extra?: Partial<DispatcherOptions> }): Promise<Actor>;
+  dispatcher(opts?: {
+    sim?: Partial<SimBackendOptions>;
+    backend?: LaunchBackend;
+    extra?: Partial<DispatcherOptions>;
+  }): Promise<Actor>;
   submit(config: Record<string, unknown>): Promise<void>;
   close(): Promise<void>;
 }
@@ -94,7 +102,11 @@ export async function startRig(tasks: Array<{ id: string; track?: string }>): Pr
   };
 }
 
-export async function waitFor<T>(what: string, fn: () => Promise<T | undefined | false>, ms = 30_000): Promise<T> {
+export async function waitFor<T>(
+  what: string,
+  fn: () => Promise<T | undefined | false>,
+  ms = 30_000,
+): Promise<T> {
   const deadline = Date.now() + ms;
   for (;;) {
     const v = await fn();
@@ -109,7 +121,10 @@ export async function budgetState(p: Plane, run: string): Promise<BudgetState | 
   return e && e.length > 0 ? e.json<BudgetState>() : null;
 }
 
-export async function cellStatuses(rig: DispatchRig, run: string): Promise<Map<string, { status: string; error: string | null }>> {
+export async function cellStatuses(
+  rig: DispatchRig,
+  run: string,
+): Promise<Map<string, { status: string; error: string | null }>> {
   const r = await rig.store.db.query<{ cell_id: string; status: string; error: string | null }>(
     "SELECT cell_id, status, error FROM run_state WHERE run_name = $1",
     [run],
@@ -118,7 +133,12 @@ export async function cellStatuses(rig: DispatchRig, run: string): Promise<Map<s
 }
 
 /** Every message on a stream subject, read with an ephemeral ordered consumer. */
-async function readSubject<T>(p: Plane, stream: string, subject: string, decode: (d: Uint8Array) => T): Promise<T[]> {
+async function readSubject<T>(
+  p: Plane,
+  stream: string,
+  subject: string,
+  decode: (d: Uint8Array) => T,
+): Promise<T[]> {
   const info = await p.jsm.streams.info(stream, { subjects_filter: subject });
   const n = Object.values(info.state.subjects ?? {}).reduce((a, b) => a + b, 0);
   if (n === 0) return [];
@@ -137,13 +157,18 @@ async function readSubject<T>(p: Plane, stream: string, subject: string, decode:
 }
 
 export function attemptResults(p: Plane, run: string): Promise<AttemptResult[]> {
-  return readSubject(p, Streams.attempts.name, Subjects.attempts.one(run, "x").replace(/\.[^.]*$/, ".*"), (d) =>
-    decodeJson(AttemptResultSchema, d, "attempt"),
+  return readSubject(
+    p,
+    Streams.attempts.name,
+    Subjects.attempts.one(run, "x").replace(/\.[^.]*$/, ".*"),
+    (d) => decodeJson(AttemptResultSchema, d, "attempt"),
   );
 }
 
 export function runEvents(p: Plane, run: string): Promise<RunEvent[]> {
-  return readSubject(p, Streams.events.name, Subjects.events.run(run), (d) => decodeJson(RunEventSchema, d, "event"));
+  return readSubject(p, Streams.events.name, Subjects.events.run(run), (d) =>
+    decodeJson(RunEventSchema, d, "event"),
+  );
 }
 
 /** What the results-writer would do for finished cells: mark them completed so a resume skips them. */

@@ -1,7 +1,14 @@
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import type { AttemptStatus } from "../../protocol/messages.js";
-import { attemptResults, budgetState, cellStatuses, type DispatchRig, startRig, waitFor } from "./dispatcher-fixture.js";
+import {
+  attemptResults,
+  budgetState,
+  cellStatuses,
+  type DispatchRig,
+  startRig,
+  waitFor,
+} from "./dispatcher-fixture.js";
 
 let rig: DispatchRig;
 const DELAYS = [300, 600, 1_200];
@@ -50,7 +57,9 @@ describe("dispatcher retries", () => {
       60_000,
     );
     const by = (task: string) =>
-      rig.launches.filter((l) => l.runName === "retry" && l.cellId.includes(`__${task}__`)).sort((a, b) => a.attempt - b.attempt);
+      rig.launches
+        .filter((l) => l.runName === "retry" && l.cellId.includes(`__${task}__`))
+        .sort((a, b) => a.attempt - b.attempt);
     // TIMEOUT: attempt 0 + three retries, spaced by at least the (injected) 2/4/8 s delays.
     const slow = by("slow");
     assert.deepEqual(
