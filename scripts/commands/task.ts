@@ -29,7 +29,14 @@ export function register(program: Command): void {
     .option("--keep-workdir", "keep the attempt's folder after publishing")
     .action(async (flags: TaskFlags) => {
       const ref = readTaskRef(flags);
+      // A backend stops a task with SIGTERM: stop the harness's process group (it would outlive us otherwise),
+      // then store and publish as for any other exit.
+      const stop = new AbortController();
+      const onSignal = (sig: NodeJS.Signals) => stop.abort(sig);
+      process.once("SIGTERM", onSignal);
+      process.once("SIGINT", onSignal);
       const result = await runTask(ref, {
+        signal: stop.signal,
         logger: createLogger({ name: "task" }),
         ...(flags.upstream ? { upstream: flags.upstream } : {}),
         ...(flags.workdir ? { workRoot: flags.workdir } : {}),

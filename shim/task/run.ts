@@ -53,6 +53,8 @@ export interface RunTaskOptions {
   timeoutMs?: number;
   /** SIGTERM → SIGKILL grace when the harness is stopped */
   graceMs?: number;
+  /** aborted (the task got SIGTERM from its backend): stop the harness, then store and publish as usual */
+  signal?: AbortSignal;
 }
 
 /** What the harness sends as its key: never a real credential, the shim swaps in the run's key. */
@@ -149,6 +151,14 @@ export async function runTask(ref: TaskRef, opts: RunTaskOptions = {}): Promise<
   let numToolCalls = 0;
   let cancelDetail: string | null = null;
   const unsubscribes: Array<() => void> = [];
+  let stopHarness: ((reason: "cancel") => void) | undefined;
+  const onAbort = () => {
+    cancelDetail ??= `task stopped${opts.signal?.reason ? ` (${String(opts.signal.reason)})` : ""}`;
+    stopHarness?.("cancel");
+  };
+  if (opts.signal?.aborted) onAbort();
+  else opts.signal?.addEventListener("abort", onAbort, { once: true });
+  unsubscribes.push(() => opts.signal?.removeEventListener("abort", onAbort));
   try {
     let job: TaskJob | undefined;
     try {
@@ -200,6 +210,11 @@ export async function runTask(ref: TaskRef, opts: RunTaskOptions = {}): Promise<
         settings: job.harness.settings,
         timeoutSeconds: job.config.timeout_seconds,
       });
+      if (opts.signal?.aborted)
+        throw new EvalfleetError(
+          ErrorCode.Conflict,
+          `${cancelDetail ?? "task stopped"} before the harness started`,
+        );
       const stdoutFile = launch.stdoutIsTrajectory ? path.join(prepared.dirs.out, "stdout.jsonl") : undefined;
       const sup = superviseHarness({
         command: launch.command,
@@ -218,6 +233,7 @@ export async function runTask(ref: TaskRef, opts: RunTaskOptions = {}): Promise<
         ...(opts.graceMs !== undefined ? { graceMs: opts.graceMs } : {}),
         ...(stdoutFile ? { stdoutFile } : {}),
       });
+      stopHarness = sup.stop;
       unsubscribes.push(shim.onCapReached(() => sup.stop("cap")));
       // The attempt's signal subject: the shim's cap signal, or a cancel from the dispatcher.
       const sub = plane.nc.subscribe(Subjects.attemptSignal(ref.run, ref.cell, ref.attempt), {

@@ -1,9 +1,9 @@
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
-import { readFileSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import { after, before, describe, test } from "node:test";
 import { JobRefEnv } from "../../actors/dispatcher/backends/types.js";
-import { BlobNames } from "../../protocol/subjects.js";
+import { BlobNames, Subjects } from "../../protocol/subjects.js";
 import { attemptDirs } from "../../shim/task/index.js";
 import { RUN_KEY, startTaskRig, type TaskRig } from "./task-fixture.js";
 
@@ -142,5 +142,64 @@ describe("harness task with command harnesses", { timeout: 110_000 }, () => {
     assert.equal(r.attempt, 4);
     assert.equal(r.status, "PATCH_READY");
     assert.match((await rig.blob(r.patchRef!)) ?? "", /\+hello/);
+  });
+
+  test("SIGTERM to `evalfleet task` stops the harness group, and a result is still published", async () => {
+    const cell = await rig.plan(
+      commandRun(
+        "cmd-term",
+        'sleep 300 & echo $! > "$EVALFLEET_TRAJECTORY.bgpid"; echo partial > part.txt; wait',
+      ),
+    );
+    const child = spawn(process.execPath, ["bin/evalfleet.js", "task", "--keep-workdir"], {
+      env: {
+        PATH: process.env.PATH ?? "",
+        HOME: process.env.HOME ?? "/tmp",
+        NATS_URL: rig.nats.url,
+        EVALFLEET_UPSTREAM_URL: rig.provider.url,
+        EVALFLEET_RUN_KEY: RUN_KEY,
+        EVALFLEET_WORKDIR: rig.workRoot,
+        EVALFLEET_GIT_MIRRORS: rig.mirrorRoot,
+        EVALFLEET_LOG_LEVEL: "warn",
+        [JobRefEnv.run]: "cmd-term",
+        [JobRefEnv.cell]: cell,
+        [JobRefEnv.attempt]: "1",
+      },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    let out = "";
+    child.stdout.on("data", (d: Buffer) => {
+      out += d.toString();
+    });
+    child.stderr.on("data", (d: Buffer) => {
+      out += d.toString();
+    });
+    const exited = new Promise<number | null>((resolve) => child.once("exit", resolve));
+    const pidFile = `${attemptDirs(rig.workRoot, { run: "cmd-term", cell, attempt: 1 }).out}/harness-trajectory.jsonl.bgpid`;
+    for (let i = 0; i < 300 && !(existsSync(pidFile) && readFileSync(pidFile, "utf8").trim()); i++)
+      await new Promise((res) => setTimeout(res, 50));
+    const bg = Number(readFileSync(pidFile, "utf8"));
+    await new Promise((res) => setTimeout(res, 200));
+    child.kill("SIGTERM");
+    assert.equal(await exited, 0, out);
+    for (let i = 0; i < 50 && pidAlive(bg); i++) await new Promise((res) => setTimeout(res, 20));
+    assert.ok(!pidAlive(bg), "the harness's process group was stopped");
+    const r = await rig.published("cmd-term", cell);
+    assert.equal(r.status, "HARNESS_ERROR");
+    assert.match(r.errorMessage ?? "", /SIGTERM/);
+    assert.match((await rig.blob(r.patchRef!)) ?? "", /\+partial/);
+  });
+
+  test("a cancel on the attempt's signal subject stops the harness: HARNESS_ERROR", async () => {
+    const cell = await rig.plan(commandRun("cmd-cancel", "echo waiting; sleep 300"));
+    const running = rig.run("cmd-cancel", cell);
+    await new Promise((res) => setTimeout(res, 1_000));
+    rig.plane.nc.publish(
+      Subjects.attemptSignal("cmd-cancel", cell, 1),
+      JSON.stringify({ reason: "cancelled by operator" }),
+    );
+    const r = await running;
+    assert.equal(r.status, "HARNESS_ERROR");
+    assert.match(r.errorMessage ?? "", /cancelled by operator/);
   });
 });
