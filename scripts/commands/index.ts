@@ -4,14 +4,17 @@ import * as control from "./control.js";
 import * as gateway from "./gateway.js";
 import * as gradeLog from "./grade-log.js";
 import * as plan from "./plan.js";
+import * as report from "./report.js";
 import * as shim from "./shim.js";
 import * as start from "./start.js";
+import * as status from "./status.js";
 import * as submit from "./submit.js";
 import * as task from "./task.js";
 import * as tasks from "./tasks.js";
 import * as teardown from "./teardown.js";
 import * as up from "./up.js";
 import * as validateEnv from "./validate-env.js";
+import * as watch from "./watch.js";
 
 /** Every CLI command module; add yours here. */
 const commands: Array<{ register(program: Command): void }> = [
@@ -28,6 +31,9 @@ const commands: Array<{ register(program: Command): void }> = [
   shim,
   validateEnv,
   control,
+  watch,
+  status,
+  report,
 ];
 
 export function registerAll(program: Command): void {

@@ -9,6 +9,7 @@ import type { RunConfig } from "../../protocol/config.js";
 import { ErrorCode, EvalfleetError, formatIssues } from "../../protocol/errors.js";
 import { type RunEvent, RunEventSchema } from "../../protocol/messages.js";
 import { Subjects } from "../../protocol/subjects.js";
+import { checkGateway, defaultGatewayUrl } from "./gateway-check.js";
 
 /** Read, check locally, and make the task library path absolute so the planner finds it wherever it runs. */
 export async function readRunFile(file: string): Promise<RunConfig> {
@@ -64,8 +65,20 @@ export function register(program: Command): void {
     .argument("<run-file>", "run config (YAML or JSON)")
     .option("--timeout-ms <ms>", "how long to wait for the planner", "30000")
     .option("--json", "print the verdict event as JSON")
-    .action(async (file: string, opts: { timeoutMs: string; json?: boolean }) => {
+    .option(
+      "--no-check-gateway",
+      "skip the gateway preflight (EVALFLEET_GATEWAY_URL, default http://127.0.0.1:8787)",
+    )
+    .action(async (file: string, opts: { timeoutMs: string; json?: boolean; checkGateway: boolean }) => {
       const config = await readRunFile(file);
+      if (opts.checkGateway) {
+        const gw = await checkGateway(defaultGatewayUrl());
+        if (!gw.ok) {
+          process.stderr.write(`${gw.message}\n`);
+          process.exitCode = 1;
+          return;
+        }
+      }
       const ev = await submitRun(config, { timeoutMs: Number(opts.timeoutMs) });
       if (opts.json) process.stdout.write(`${JSON.stringify(ev)}\n`);
       else {

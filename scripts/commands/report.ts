@@ -1,0 +1,159 @@
+import { existsSync } from "node:fs";
+import { mkdir, writeFile } from "node:fs/promises";
+import { join, resolve } from "node:path";
+import type { Command } from "commander";
+import { openPlane } from "../../actors/runtime/connect.js";
+import { openResultsDb } from "../../actors/runtime/main.js";
+import { ErrorCode, EvalfleetError } from "../../protocol/errors.js";
+import { createLogger } from "../../protocol/log.js";
+import type { Db } from "../../store/db.js";
+import { buildReport } from "../report/aggregate.js";
+import { formatCsv, formatJson, formatTable } from "../report/format.js";
+import { assertRunExists, loadPredictionSources, loadReportInput } from "../report/load.js";
+import { buildPredictions, predictionsJsonl } from "../report/predictions.js";
+import { resolvedVsCostSvg, spendOverTimeSvg } from "../report/svg.js";
+
+/**
+ * The results database a CLI command reads: DATABASE_URL, else the embedded PGlite that `evalfleet start` / `up`
+ * keep under <state-dir>/pglite. PGlite is single-process: read it while the plane is stopped, or use PostgreSQL.
+ */
+export async function openCliDb(stateDir: string): Promise<{ db: Db; label: string }> {
+  const log = createLogger({ name: "evalfleet", level: process.env.EVALFLEET_LOG_LEVEL ?? "warn" });
+  if (process.env.DATABASE_URL)
+    return { db: await openResultsDb({ log }), label: "PostgreSQL (DATABASE_URL)" };
+  const dataDir = resolve(stateDir, "pglite");
+  if (!existsSync(dataDir))
+    throw new EvalfleetError(
+      ErrorCode.NotFound,
+      `no results database: DATABASE_URL is not set and there is no embedded database at ${dataDir}. ` +
+        "Set DATABASE_URL, or pass --state-dir where `evalfleet start` ran.",
+    );
+  return { db: await openResultsDb({ dataDir, log }), label: `embedded PGlite (${dataDir})` };
+}
+
+interface ReportFlags {
+  format: string;
+  json?: boolean;
+  export?: string;
+  plots?: string;
+  k?: string;
+  harness?: string;
+  model?: string;
+  repeat?: string;
+  stateDir: string;
+}
+
+const FORMATS = ["table", "csv", "json"];
+
+function positiveInt(v: string | undefined, flag: string): number | undefined {
+  if (v === undefined) return undefined;
+  const n = Number(v);
+  if (!Number.isInteger(n) || n < 0)
+    throw new EvalfleetError(ErrorCode.InvalidConfig, `${flag} must be a whole number, got "${v}"`);
+  return n;
+}
+
+/** Patches from the object store when NATS answers; otherwise each row's diff column (with a warning). */
+async function patchFetcher(): Promise<{
+  get: (ref: string) => Promise<string | null>;
+  close(): Promise<void>;
+}> {
+  try {
+    const plane = await openPlane({ name: "evalfleet-report", ensure: false });
+    return {
+      get: async (ref) => {
+        const bytes = await plane.blobs.getBlob(ref).catch(() => null);
+        return bytes === null ? null : new TextDecoder().decode(bytes);
+      },
+      close: () => plane.close(),
+    };
+  } catch (err) {
+    process.stderr.write(
+      `warning: ${(err as Error).message}\n  patches come from run_results.diff instead of the object store\n`,
+    );
+    return { get: async () => null, close: async () => {} };
+  }
+}
+
+export function register(program: Command): void {
+  program
+    .command("report")
+    .description(
+      "Per harness × model: resolved rate (pass@1, pass@k, 95% Wilson CI), cost from the ledger, tokens, latency, errors",
+    )
+    .argument("<run>", "run name (see `evalfleet status`)")
+    .option("--format <format>", "table, csv or json", "table")
+    .option("--json", "same as --format json")
+    .option("--k <k>", "k for pass@k (default: the most repeats any task has)")
+    .option(
+      "--export <file>",
+      "write predictions.jsonl in the SWE-bench format (instance_id, model_name_or_path, model_patch)",
+    )
+    .option("--harness <name>", "--export only this harness")
+    .option("--model <name>", "--export only this model")
+    .option(
+      "--repeat <n>",
+      "--export only this repeat (the official harness keeps one prediction per instance)",
+    )
+    .option("--plots <dir>", "write resolved-vs-cost.svg and spend-over-time.svg into this folder")
+    .option(
+      "--state-dir <dir>",
+      "where embedded state (PGlite) lives when DATABASE_URL is unset",
+      ".evalfleet",
+    )
+    .action(async (run: string, flags: ReportFlags) => {
+      const format = flags.json ? "json" : flags.format;
+      if (!FORMATS.includes(format))
+        throw new EvalfleetError(
+          ErrorCode.InvalidConfig,
+          `--format must be one of ${FORMATS.join(", ")}, got "${format}"`,
+        );
+      const k = positiveInt(flags.k, "--k");
+      if (k === 0) throw new EvalfleetError(ErrorCode.InvalidConfig, "--k must be at least 1");
+      const repeat = positiveInt(flags.repeat, "--repeat");
+      const { db, label } = await openCliDb(flags.stateDir);
+      try {
+        await assertRunExists(db, run, label);
+        const report = buildReport({ ...(await loadReportInput(db, run)), ...(k ? { k } : {}) });
+        if (format === "json") process.stdout.write(`${formatJson(report)}\n`);
+        else if (format === "csv") process.stdout.write(formatCsv(report));
+        else process.stdout.write(`${formatTable(report)}\n`);
+        if (flags.plots) {
+          const dir = resolve(flags.plots);
+          await mkdir(dir, { recursive: true });
+          await writeFile(join(dir, "resolved-vs-cost.svg"), resolvedVsCostSvg(report));
+          await writeFile(join(dir, "spend-over-time.svg"), spendOverTimeSvg(report));
+          process.stderr.write(
+            `plots: ${join(dir, "resolved-vs-cost.svg")}, ${join(dir, "spend-over-time.svg")}\n`,
+          );
+        }
+        if (flags.export) {
+          const sources = await loadPredictionSources(db, run);
+          const needBlobs = sources.some((s) => s.patchRef !== null);
+          const patches = needBlobs ? await patchFetcher() : { get: async () => null, close: async () => {} };
+          try {
+            const out = await buildPredictions(sources, patches.get, {
+              ...(flags.harness ? { harness: flags.harness } : {}),
+              ...(flags.model ? { model: flags.model } : {}),
+              ...(repeat !== undefined ? { repeat } : {}),
+            });
+            await writeFile(flags.export, predictionsJsonl(out.predictions));
+            process.stderr.write(`predictions: ${out.predictions.length} written to ${flags.export}\n`);
+            if (out.missing.length > 0)
+              process.stderr.write(
+                `warning: ${out.missing.length} patch blob(s) missing, exported as empty: ${out.missing.slice(0, 5).join(", ")}\n`,
+              );
+            if (out.duplicates.length > 0)
+              process.stderr.write(
+                `warning: ${out.duplicates.length} instance id(s) appear more than once (several harnesses, models or repeats); ` +
+                  "the official harness keeps one per instance — narrow with --harness, --model and --repeat\n",
+              );
+          } finally {
+            await patches.close();
+          }
+        }
+      } finally {
+        await db.close();
+      }
+    });
+}
