@@ -78,6 +78,7 @@ export async function startDispatcher(opts: DispatcherOptions): Promise<Actor> {
     (req) => resubmit(plane, db, req),
   );
   await control.start();
+  const runWatch = await runs.watch();
   await actor.start();
   await actor.consume({
     def: Consumers.dispatcherAttempts,
@@ -101,6 +102,7 @@ export async function startDispatcher(opts: DispatcherOptions): Promise<Actor> {
   observer.unref();
   void actor.stopped.then(async () => {
     clearInterval(observer);
+    runWatch.stop();
     await control?.stop();
     if (opts.closeBackend !== false) await backend.close().catch(() => {});
   });

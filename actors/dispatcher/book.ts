@@ -17,7 +17,7 @@ import {
 /** How a run's budget state is first created: the cap and the billable spend already in the results DB. */
 export type BudgetSeed = (
   run: string,
-) => Promise<{ budgetNano: number | null; historicalBillableNano: number }>;
+) => Promise<{ budgetNano: number | null; historicalBillableNano: number; configRev: number }>;
 
 interface Pending {
   op: BudgetOp;
@@ -122,7 +122,7 @@ export class BudgetBook {
         revision = e.revision;
       } else {
         const s = await this.seed(run);
-        state = newBudgetState(run, s.budgetNano, s.historicalBillableNano);
+        state = newBudgetState(run, s.budgetNano, s.historicalBillableNano, s.configRev);
         revision = null;
       }
       const running = counts(state);

@@ -29,6 +29,8 @@ export interface BudgetState {
   totalNano: number;
   billableNano: number;
   open: Record<string, OpenCell>;
+  /** revision of the run config (jobs bucket) the cap came from: an older config never moves it back */
+  configRev: number;
   createdAt: string;
 }
 
@@ -36,6 +38,7 @@ export function newBudgetState(
   run: string,
   budgetNano: number | null,
   historicalBillableNano: number,
+  configRev = 0,
 ): BudgetState {
   return {
     v: 1,
@@ -47,6 +50,7 @@ export function newBudgetState(
     totalNano: 0,
     billableNano: 0,
     open: {},
+    configRev,
     createdAt: new Date().toISOString(),
   };
 }
@@ -64,6 +68,8 @@ export interface AdmitRequest {
   poolLimit?: number | undefined;
   /** the run's budget_usd now (a resubmission may raise it) */
   budgetNano: number | null;
+  /** the jobs-bucket revision of the config `budgetNano` came from */
+  configRev: number;
 }
 
 export type AdmitResult =
@@ -121,7 +127,10 @@ export function counts(state: BudgetState): { running: number; pools: Map<string
  * A resubmission may change budget_usd: the difference moves the balance (raising the cap unblocks a run in debt),
  * but the balance is never re-floored to 0 or to the full budget.
  */
-function applyBudgetChange(state: BudgetState, budgetNano: number | null): void {
+function applyBudgetChange(state: BudgetState, budgetNano: number | null, configRev: number): void {
+  // A replica with a stale config must not move the cap back.
+  if (configRev <= (state.configRev ?? 0)) return;
+  state.configRev = configRev;
   if (budgetNano === state.budgetNano) return;
   if (state.budgetNano !== null && budgetNano !== null) state.remainingNano += budgetNano - state.budgetNano;
   else if (budgetNano !== null)
@@ -144,7 +153,7 @@ function admit(
   op: AdmitRequest,
   running: { running: number; pools: Map<string, number> },
 ): AdmitResult {
-  applyBudgetChange(state, op.budgetNano);
+  applyBudgetChange(state, op.budgetNano, op.configRev);
   const held = state.open[op.cellId];
   if (held)
     return { kind: "admitted", reservedNano: held.r, already: true, remainingNano: state.remainingNano };

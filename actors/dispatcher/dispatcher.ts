@@ -122,6 +122,7 @@ export class Dispatcher {
         parallel: ctx.config.parallel_runs,
         poolLimit: ctx.poolLimits[w.pool],
         budgetNano: ctx.budgetNano,
+        configRev: ctx.configRev,
       });
       if (r.kind === "admitted") return true;
       if (r.kind === "skipped") {

@@ -1,4 +1,4 @@
-import type { KV } from "@nats-io/kv";
+import { type KV, KvWatchInclude } from "@nats-io/kv";
 import { type RunConfig, RunConfigSchema } from "../../protocol/config.js";
 import { ErrorCode, RetryableError } from "../../protocol/errors.js";
 import type { RunProgress } from "../../protocol/messages.js";
@@ -11,6 +11,8 @@ import { estimateNanoUsd } from "../planner/matrix.js";
 /** What the dispatcher needs to know about a run to admit its cells. */
 export interface RunContext {
   config: RunConfig;
+  /** the config's revision in the jobs bucket (newer submissions have higher ones) */
+  configRev: number;
   totalCells: number;
   budgetNano: number | null;
   /** fleet size per pool when the planner (or the scaler) published one */
@@ -43,9 +45,24 @@ export class RunCache {
   }
 
   /** The seed for a run's budget state: its cap and the billable spend already in the DB. */
-  async seed(run: string): Promise<{ budgetNano: number | null; historicalBillableNano: number }> {
+  async seed(
+    run: string,
+  ): Promise<{ budgetNano: number | null; historicalBillableNano: number; configRev: number }> {
     const ctx = await this.get(run);
-    return { budgetNano: ctx.budgetNano, historicalBillableNano: await getBillableCost(this.db, run) };
+    return {
+      budgetNano: ctx.budgetNano,
+      historicalBillableNano: await getBillableCost(this.db, run),
+      configRev: ctx.configRev,
+    };
+  }
+
+  /** Forget cached runs whenever a run config is (re)written, so a resubmission's budget applies at once. */
+  async watch(): Promise<{ stop(): void }> {
+    const w = await this.jobs.watch({ key: "run.>", include: KvWatchInclude.UpdatesOnly });
+    void (async () => {
+      for await (const _ of w) this.cache.clear();
+    })().catch(() => {});
+    return w;
   }
 
   private async load(run: string): Promise<RunContext> {
@@ -68,6 +85,7 @@ export class RunCache {
     const budgetNano = config.budget_usd === undefined ? null : nanoToNumber(usdToNano(config.budget_usd));
     return {
       config,
+      configRev: e.revision,
       totalCells,
       budgetNano,
       poolLimits,
