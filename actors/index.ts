@@ -1,6 +1,7 @@
 import type { Logger } from "../protocol/log.js";
 import type { Db } from "../store/db.js";
 import { startGraderSupervisor } from "./grader-supervisor/actor.js";
+import { startJudgeFromEnv } from "./judge/env.js";
 import { startPlanner } from "./planner/actor.js";
 import type { Actor } from "./runtime/actor.js";
 import type { Plane } from "./runtime/connect.js";
@@ -16,6 +17,8 @@ export interface ActorContext {
 export const ACTORS: Record<string, (ctx: ActorContext) => Promise<Actor>> = {
   planner: (ctx) => startPlanner(ctx),
   "grader-supervisor": (ctx) => startGraderSupervisor(ctx),
+  /** needs EVALFLEET_JUDGE_URL (or EVALFLEET_GATEWAY_URL) and EVALFLEET_JUDGE_KEY */
+  judge: (ctx) => startJudgeFromEnv(ctx),
 };
 
 export function actorNames(): string[] {

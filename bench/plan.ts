@@ -46,7 +46,7 @@ async function expansion() {
     const t0 = performance.now();
     const matrix = buildMatrix(config, tasks);
     const t1 = performance.now();
-    dryRunTable({ config, tasks, cells: matrix, libraryDir: "." });
+    dryRunTable({ config, tasks, cells: matrix, libraryDir: ".", excluded: [] });
     const t2 = performance.now();
     expandMs.push(t1 - t0);
     dryRunMs.push(t2 - t1);

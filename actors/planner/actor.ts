@@ -15,6 +15,7 @@ import {
   insertPendingCells,
   saveRunMetadata,
 } from "../../store/results.js";
+import { invalidTaskIds } from "../grader-supervisor/records.js";
 import { Actor } from "../runtime/actor.js";
 import type { Plane } from "../runtime/connect.js";
 import { type Plan, parseSubmission, planRun, Rejection } from "./plan.js";
@@ -67,7 +68,7 @@ export async function handleSubmission(
   let plan: Plan;
   try {
     const config = parseSubmission(data);
-    plan = await planRun(config, opts.baseDir ?? process.cwd());
+    plan = await planRun(config, opts.baseDir ?? process.cwd(), await invalidTaskIds(opts.db));
   } catch (err) {
     if (!(err instanceof Rejection)) throw err;
     await reject(opts, actor, err, seq);

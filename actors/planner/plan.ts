@@ -96,14 +96,25 @@ export interface Plan {
   tasks: TaskSpec[];
   cells: Cell[];
   libraryDir: string;
+  /** task ids left out because gold validation marked them invalid */
+  excluded: string[];
 }
 
-/** Load the task library, resolve the task list and expand the matrix. Every failure is a Rejection. */
-export async function planRun(config: RunConfig, baseDir: string): Promise<Plan> {
+/**
+ * Load the task library, resolve the task list and expand the matrix. Tasks that gold validation marked invalid
+ * are left out (and listed in the plan). Every failure is a Rejection.
+ */
+export async function planRun(
+  config: RunConfig,
+  baseDir: string,
+  invalid: ReadonlySet<string> = new Set(),
+): Promise<Plan> {
   const dir = libraryDir(config, baseDir);
   try {
     const library = await loadTaskLibrary(dir);
-    const tasks = selectTasks(config, library);
+    const selected = selectTasks(config, library);
+    const tasks = selected.filter((t) => !invalid.has(t.id));
+    const excluded = selected.filter((t) => invalid.has(t.id)).map((t) => t.id);
     if (tasks.length === 0)
       throw new Rejection(config.name, "the run selects no tasks", [
         {
@@ -112,7 +123,7 @@ export async function planRun(config: RunConfig, baseDir: string): Promise<Plan>
         },
       ]);
     const cells = buildMatrix(config, tasks);
-    return { config: { ...config, task_library_path: dir }, tasks, cells, libraryDir: dir };
+    return { config: { ...config, task_library_path: dir }, tasks, cells, libraryDir: dir, excluded };
   } catch (err) {
     if (err instanceof Rejection) throw err;
     if (err instanceof ValidationError) throw new Rejection(config.name, err.message, err.issues, err.code);

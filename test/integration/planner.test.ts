@@ -5,6 +5,7 @@ import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import type { KV } from "@nats-io/kv";
 import type { NatsConnection } from "@nats-io/transport-node";
+import { saveTaskValidation } from "../../actors/grader-supervisor/records.js";
 import { startPlanner } from "../../actors/planner/actor.js";
 import type { Actor } from "../../actors/runtime/actor.js";
 import { openPlane, type Plane } from "../../actors/runtime/connect.js";
@@ -226,5 +227,26 @@ describe("planner", () => {
     const prog = await waitProgress(p.kv.progress, ProgressKeys.run("resume-me"), (x) => x.completed === 2);
     assert.equal(prog.pending, 22);
     assert.match(prog.message, /resumed: 22 of 24 cells queued, 2 already completed/);
+  });
+
+  it("leaves out tasks that gold validation marked invalid", async () => {
+    const p = planes[0]!;
+    await saveTaskValidation(store.db, {
+      taskId: "t3",
+      valid: false,
+      reason: "gold patch does not resolve",
+      imageDigest: null,
+    });
+    try {
+      client.publish(Subjects.runSubmit, JSON.stringify(run("skip-invalid")));
+      const prog = await waitProgress(
+        p.kv.progress,
+        ProgressKeys.run("skip-invalid"),
+        (x) => x.phase === "planned",
+      );
+      assert.equal(prog.totalCells, 2 * 2 * 2 * 2);
+    } finally {
+      await store.db.query("DELETE FROM task_validation WHERE task_id = 't3'");
+    }
   });
 });
