@@ -231,8 +231,8 @@ export async function startGateway(opts: GatewayOptions): Promise<Gateway> {
         status = up.statusCode >= 400 ? "error" : result.complete ? "ok" : result.error ? "error" : "cut";
       }
     } catch (err) {
-      // A stream cut midway is billed for what the meter saw; a call whose outcome is unknown (no response, or a
-      // JSON body cut short) keeps its worst-case reservation as its cost.
+      // A stream the provider cut is billed for what the meter saw (all it sent); a call cut on our side, or whose
+      // outcome is unknown (no response, a JSON body cut short), keeps its worst-case reservation as its cost.
       if (gotHeaders && meter) {
         result = meter.result();
         status = ac.signal.aborted ? "client_closed" : "cut";
@@ -249,8 +249,10 @@ export async function startGateway(opts: GatewayOptions): Promise<Gateway> {
       res.off("close", onClientGone);
     }
     if (!metered) return;
-    if (status === "lost") {
-      await settleSpend(opts.db, requestId, status, null, reserveNanoUsd);
+    if (status === "lost" || status === "client_closed") {
+      // The provider may have generated (and billed) more than reached us before the call was cut on our side:
+      // the worst-case reservation stays as the cost, with what was metered kept for the record.
+      await settleSpend(opts.db, requestId, status, result?.usage ?? null, reserveNanoUsd, result?.model);
       return;
     }
     const usage = result?.usage ?? null;
