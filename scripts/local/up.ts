@@ -69,7 +69,10 @@ export async function startLocalPlane(opts: {
     db = await openResultsDb({ dataDir, log });
     dbLabel = `embedded PGlite (${dataDir})`;
   }
-  const running = await startActors(opts.actors ?? actorNames(), { log, db, servers: natsUrl });
+  // The judge needs a gateway URL and its own key; without them it is left out rather than failing the plane.
+  const judgeReady = Boolean((process.env.EVALFLEET_JUDGE_URL ?? process.env.EVALFLEET_GATEWAY_URL) && process.env.EVALFLEET_JUDGE_KEY);
+  const names = opts.actors ?? actorNames().filter((n) => n !== "judge" || judgeReady);
+  const running = await startActors(names, { log, db, servers: natsUrl });
   return {
     natsUrl,
     ownNats: node !== undefined,
