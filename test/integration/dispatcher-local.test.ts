@@ -1,0 +1,51 @@
+import assert from "node:assert/strict";
+import { after, before, describe, it } from "node:test";
+import { fileURLToPath } from "node:url";
+import { LocalBackend } from "../../actors/dispatcher/backends/local.js";
+import { attemptResults, budgetState, type DispatchRig, startRig, waitFor } from "./dispatcher-fixture.js";
+
+let rig: DispatchRig;
+const TASK = fileURLToPath(new URL("../fixtures/dispatcher-task.mjs", import.meta.url));
+
+before(async () => {
+  rig = await startRig([{ id: "ok" }, { id: "dies" }]);
+  await rig.dispatcher({
+    backend: new LocalBackend({ command: [process.execPath, TASK], natsUrl: rig.nats.url }),
+    extra: { retryDelaysMs: [100, 100, 100] },
+  });
+});
+
+after(async () => {
+  await rig.close();
+});
+
+describe("dispatcher local backend", () => {
+  it("runs a process per attempt with the job reference; a task that dies without a result gets a HARNESS_ERROR", async () => {
+    await rig.submit({
+      name: "local1",
+      harnesses: [{ name: "h", adapter: "command" }],
+      models: [{ name: "m" }],
+      tasks: ["ok", "dies"],
+      parallel_runs: 2,
+      budget_usd: 1,
+    });
+    const results = await waitFor("both cells finish", async () => {
+      const b = await budgetState(rig.client, "local1");
+      const r = await attemptResults(rig.client, "local1");
+      return b && Object.keys(b.open).length === 0 && r.length === 2 ? r : undefined;
+    });
+    // Give a late duplicate the chance to show up: there must be exactly one result per attempt.
+    await new Promise((r) => setTimeout(r, 800));
+    const all = await attemptResults(rig.client, "local1");
+    assert.equal(all.length, 2);
+    const ok = results.find((r) => r.cellId === "h__m__ok__r0");
+    assert.equal(ok?.status, "EMPTY_PATCH"); // the task's own result won over the dispatcher's fallback
+    const died = results.find((r) => r.cellId === "h__m__dies__r0");
+    assert.equal(died?.status, "HARNESS_ERROR");
+    assert.equal(died?.exitCode, 3);
+    assert.match(died?.errorMessage ?? "", /exited with code 3 without publishing a result/);
+    assert.match(died?.stderr ?? "", /task local1\/h__m__dies__r0\/0 pool=h__m key=\[REDACTED\]/);
+    // HARNESS_ERROR is final at once: attempt 0 only.
+    assert.ok(all.every((r) => r.attempt === 0));
+  });
+});

@@ -1,0 +1,97 @@
+import assert from "node:assert/strict";
+import { describe, it } from "node:test";
+import {
+  type AdmitRequest,
+  applyOp,
+  budgetSkipReason,
+  counts,
+  formatUsd4,
+  newBudgetState,
+} from "../../actors/dispatcher/budget.js";
+
+const USD = 1_000_000_000;
+const admitOp = (cellId: string, over: Partial<AdmitRequest> = {}): AdmitRequest => ({
+  kind: "admit",
+  cellId,
+  pool: "p",
+  exempt: false,
+  estimateNano: USD / 2,
+  parallel: 100,
+  budgetNano: USD,
+  configRev: 1,
+  ...over,
+});
+
+describe("budget math", () => {
+  it("prints the seed's reason text", () => {
+    assert.equal(
+      budgetSkipReason(12_300_000, 50_000_000),
+      "Budget cap reached ($0.0123 remaining < $0.0500 estimated)",
+    );
+    assert.equal(formatUsd4(-800_000_000), "$-0.8000");
+    assert.equal(formatUsd4(0), "$0.0000");
+    assert.equal(formatUsd4(49_999), "$0.0000");
+    assert.equal(formatUsd4(50_000), "$0.0001");
+    assert.equal(formatUsd4(12_345 * USD), "$12345.0000");
+  });
+
+  it("skips when nothing is left or when the estimate does not fit; exempt cells never skip", () => {
+    const s = newBudgetState("r", USD, 0, 1);
+    const run = counts(s);
+    assert.equal(applyOp(s, admitOp("a"), run).kind, "admitted");
+    assert.equal(applyOp(s, admitOp("b"), run).kind, "admitted");
+    // remaining exactly 0: skipped (the `<= 0` half) even with a 0 estimate
+    const zero = applyOp(s, admitOp("c", { estimateNano: 0 }), run);
+    assert.equal(zero.kind, "skipped");
+    assert.equal(applyOp(s, admitOp("d", { exempt: true }), run).kind, "admitted");
+    assert.equal(s.open.d?.r, 0);
+    // remaining positive but below the estimate (the `<` half)
+    applyOp(s, { kind: "reconcile", cellId: "a", attempt: 0, actualNano: USD / 4, final: true }, run);
+    const r = applyOp(s, admitOp("e"), run);
+    assert.deepEqual(r.kind === "skipped" && r.reason, budgetSkipReason(USD / 4, USD / 2));
+  });
+
+  it("reconciles each attempt once, deducts exempt spend never, releases on the final outcome", () => {
+    const s = newBudgetState("r", USD, 0, 1);
+    const run = counts(s);
+    applyOp(s, admitOp("a"), run);
+    applyOp(s, admitOp("x", { exempt: true }), run);
+    const rec = { kind: "reconcile" as const, cellId: "a", attempt: 0, actualNano: 100, final: false };
+    applyOp(s, rec, run);
+    applyOp(s, rec, run); // a redelivered result changes nothing
+    assert.equal(s.remainingNano, USD / 2 - 100);
+    applyOp(s, { kind: "reconcile", cellId: "x", attempt: 0, actualNano: 7_000, final: true }, run);
+    assert.equal(s.remainingNano, USD / 2 - 100);
+    assert.equal(s.totalNano, 7_100);
+    assert.equal(s.billableNano, 100);
+    applyOp(s, { ...rec, attempt: 1, actualNano: 200, final: true }, run);
+    assert.equal(s.remainingNano, USD - 300);
+    assert.deepEqual(s.open, {});
+    assert.equal(run.running, 0);
+  });
+
+  it("capacity: parallel_runs and pool fleet size make a cell wait; a held cell is admitted again without a second reservation", () => {
+    const s = newBudgetState("r", null, 0, 1);
+    const run = counts(s);
+    assert.equal(applyOp(s, admitOp("a", { parallel: 1, budgetNano: null }), run).kind, "admitted");
+    assert.equal(applyOp(s, admitOp("b", { parallel: 1, budgetNano: null }), run).kind, "wait");
+    assert.equal(applyOp(s, admitOp("b", { poolLimit: 1, budgetNano: null }), run).kind, "wait");
+    assert.equal(
+      applyOp(s, admitOp("c", { pool: "q", poolLimit: 1, budgetNano: null }), run).kind,
+      "admitted",
+    );
+    const again = applyOp(s, admitOp("a", { budgetNano: null }), run);
+    assert.equal(again.kind === "admitted" && again.already, true);
+  });
+
+  it("debt: created as budget - historical billable; a newer config moves the cap, an older one never does", () => {
+    const s = newBudgetState("r", USD, 1_800_000_000, 1);
+    assert.equal(s.remainingNano, -800_000_000);
+    const run = counts(s);
+    assert.equal(applyOp(s, admitOp("a"), run).kind, "skipped");
+    applyOp(s, admitOp("a", { budgetNano: 3 * USD, configRev: 2 }), run);
+    assert.equal(s.remainingNano, 1_200_000_000 - USD / 2);
+    applyOp(s, admitOp("b", { budgetNano: USD, configRev: 1 }), run); // stale replica
+    assert.equal(s.budgetNano, 3 * USD);
+  });
+});
