@@ -1,6 +1,7 @@
 import type { Command } from "commander";
 import * as actor from "./actor.js";
 import * as control from "./control.js";
+import * as dashboard from "./dashboard.js";
 import * as gateway from "./gateway.js";
 import * as gradeLog from "./grade-log.js";
 import * as plan from "./plan.js";
@@ -34,6 +35,7 @@ const commands: Array<{ register(program: Command): void }> = [
   watch,
   status,
   report,
+  dashboard,
 ];
 
 export function registerAll(program: Command): void {
