@@ -1,4 +1,5 @@
 import type { PoolLimits } from "./bucket.js";
+import type { PoolStatsSnapshot } from "./pool.js";
 
 /**
  * Fleet sizing by Little's law: how many attempts of one pool to run at once so the pool's limits are used and
@@ -10,8 +11,11 @@ import type { PoolLimits } from "./bucket.js";
  */
 
 export interface FleetObservation {
-  /** Mean tokens per call as the pool charges them (cache reads at their rate-limit weight). */
-  tokensPerCall: { inputTokens: number; outputTokens: number };
+  /**
+   * Mean tokens per call as the pool charges them (cache reads at their rate-limit weight). A bare number is a
+   * total with no split: it is counted in full against each token limit, which can only under-size (the safe way).
+   */
+  tokensPerCall: number | { inputTokens: number; outputTokens: number };
   callsPerAttempt: number;
   callLatencyMs: number;
   /** Mean wall time of one attempt; when absent, an attempt is assumed to call back to back. */
@@ -48,8 +52,10 @@ export interface FleetSize {
 export function sizeFleet(input: SizeFleetInput): FleetSize {
   const { limits, observed } = input;
   const utilization = input.utilization ?? 0.95;
-  const inTok = Math.max(0, observed.tokensPerCall.inputTokens);
-  const outTok = Math.max(0, observed.tokensPerCall.outputTokens);
+  const tpc = observed.tokensPerCall;
+  const inTok = Math.max(0, typeof tpc === "number" ? tpc : tpc.inputTokens);
+  const outTok = Math.max(0, typeof tpc === "number" ? tpc : tpc.outputTokens);
+  const totalTok = typeof tpc === "number" ? Math.max(0, tpc) : inTok + outTok;
   const candidates: Array<[BindingLimit, number]> = [];
   const per = (limit: number | undefined, perCall: number) =>
     limit === undefined || limit <= 0 ? undefined : perCall <= 0 ? Number.POSITIVE_INFINITY : limit / perCall;
@@ -59,7 +65,7 @@ export function sizeFleet(input: SizeFleetInput): FleetSize {
   add("requests", per(limits.requestsPerMinute, 1));
   add("inputTokens", per(limits.inputTokensPerMinute, inTok));
   add("outputTokens", per(limits.outputTokensPerMinute, outTok));
-  add("tokens", per(limits.tokensPerMinute, inTok + outTok));
+  add("tokens", per(limits.tokensPerMinute, totalTok));
   let binding: BindingLimit = "none";
   let callsPerMinute = Number.POSITIVE_INFINITY;
   for (const [name, v] of candidates) {
@@ -94,5 +100,17 @@ export function sizeFleet(input: SizeFleetInput): FleetSize {
       : -1,
     callsPerMinutePerAttempt: Math.round(callsPerMinutePerAttempt * 100) / 100,
     inputs: input,
+  };
+}
+
+/** Mean tokens per call from the settle statistics a pool's owner checkpoints (FleetPacer.poolRecord().stats). */
+export function tokensPerCallFromStats(stats: PoolStatsSnapshot): {
+  inputTokens: number;
+  outputTokens: number;
+} {
+  if (stats.settledCalls === 0) return { inputTokens: 0, outputTokens: 0 };
+  return {
+    inputTokens: Math.round(stats.inputTokens / stats.settledCalls),
+    outputTokens: Math.round(stats.outputTokens / stats.settledCalls),
   };
 }

@@ -1,5 +1,11 @@
 export { type Cost, chargedInputTokens, PoolBucket, type PoolConfig, type PoolLimits } from "./bucket.js";
-export { type FleetObservation, type FleetSize, type SizeFleetInput, sizeFleet } from "./fleet.js";
+export {
+  type FleetObservation,
+  type FleetSize,
+  type SizeFleetInput,
+  sizeFleet,
+  tokensPerCallFromStats,
+} from "./fleet.js";
 export { FleetPacer, type FleetPacerOptions, type OwnerRecord } from "./fleet-pacer.js";
 export {
   type Dim,

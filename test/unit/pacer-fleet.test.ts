@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { sizeFleet } from "../../pacer/fleet.js";
+import { sizeFleet, tokensPerCallFromStats } from "../../pacer/fleet.js";
 
 const observed = {
   tokensPerCall: { inputTokens: 20_000, outputTokens: 1000 },
@@ -48,4 +48,28 @@ test("combined tokens per minute (OpenAI) counts input and output", () => {
   const s = sizeFleet({ limits: { tokensPerMinute: 2_100_000 }, observed, utilization: 1 });
   assert.equal(s.binding, "tokens");
   assert.equal(s.callsPerMinute, 100);
+});
+
+test("a bare tokens-per-call figure counts in full against each token limit; stats give the split", () => {
+  const s = sizeFleet({
+    limits: { inputTokensPerMinute: 100_000, outputTokensPerMinute: 10_000 },
+    observed: { ...observed, tokensPerCall: 1000 },
+    utilization: 1,
+  });
+  assert.equal(s.binding, "outputTokens");
+  assert.equal(s.callsPerMinute, 10);
+  assert.deepEqual(
+    tokensPerCallFromStats({ settledCalls: 4, inputTokens: 4000, outputTokens: 402, outputTokensP95: 150 }),
+    {
+      inputTokens: 1000,
+      outputTokens: 101,
+    },
+  );
+  assert.deepEqual(
+    tokensPerCallFromStats({ settledCalls: 0, inputTokens: 0, outputTokens: 0, outputTokensP95: 0 }),
+    {
+      inputTokens: 0,
+      outputTokens: 0,
+    },
+  );
 });
