@@ -19,7 +19,9 @@ export {
   claudeWorkdir,
   type FixFile,
   firstUserText,
+  libraryFixScenario,
   referenceFixScenario,
+  type TaskFix,
 } from "./scenarios.js";
 export type * from "./types.js";
 

@@ -4,6 +4,7 @@
  */
 import path from "node:path";
 import { isRecord } from "../../providers/types.js";
+import { codexShellScenario } from "../../scripts/scripted-provider/scenarios.js";
 import type { Reply, ScriptedRequest } from "../../scripts/scripted-provider/types.js";
 
 export interface FixFile {
@@ -95,5 +96,38 @@ export function claudeFixScenario(opts: {
           toolCalls: [{ name: "Write", input: { file_path: filePath, content: file.content } }],
           ...usage,
         };
+  };
+}
+
+/** A task's known fix, told apart by its problem statement (which every harness's prompt carries verbatim). */
+export interface TaskFix {
+  problemStatement: string;
+  files: FixFile[];
+}
+
+/**
+ * One scenario for a whole task library: the reference agent (chat completions with tools), Claude Code (Messages
+ * with its Write tool) and Codex (Responses) are each driven to the fix of whichever task the request is about.
+ * Requests that name no known task, and side calls, get a short text.
+ */
+export function libraryFixScenario(
+  fixes: readonly TaskFix[],
+  opts: { usage?: Reply["usage"] } = {},
+): (req: ScriptedRequest) => Reply {
+  const pick = (req: ScriptedRequest): FixFile[] => {
+    const text = JSON.stringify(req.body);
+    const hit = fixes.find(
+      (f) => f.problemStatement !== "" && text.includes(JSON.stringify(f.problemStatement).slice(1, -1)),
+    );
+    return hit?.files ?? [];
+  };
+  const usage = opts.usage ? { usage: opts.usage } : {};
+  const reference = referenceFixScenario({ files: pick, ...usage });
+  const claude = claudeFixScenario({ files: pick, ...usage });
+  return (req) => {
+    if (req.endpoint === "messages") return claude(req);
+    if (req.endpoint === "chat_completions") return reference(req);
+    if (req.endpoint === "responses") return codexShellScenario({ files: pick(req), ...usage })(req);
+    return { text: "ok", ...usage };
   };
 }

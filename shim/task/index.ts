@@ -1,3 +1,4 @@
+export { goldFixFiles, libraryFixes } from "./gold.js";
 export { fetchJob, type TaskJob } from "./job.js";
 export { type CollectedPatch, collectPatch } from "./patch.js";
 export { readTaskRef, type TaskRef } from "./ref.js";

@@ -165,6 +165,14 @@ export async function prepareWorkdir(opts: {
   } else if (task.repo && task.base_commit) {
     mirror = await repoMirror(task.repo, opts.mirrorRoot, opts.env ?? process.env);
     base = task.base_commit;
+  } else if (task.track !== "swe") {
+    // An open-ended task may have no repository: the harness starts in an empty one, and its patch is what it wrote.
+    await mkdir(dirs.repo, { recursive: true });
+    await git(dirs.repo, ["init", "-q"]);
+    await git(dirs.repo, ["commit", "-q", "--allow-empty", "--no-verify", "-m", "evalfleet base"]);
+    await git(dirs.repo, ["config", "user.name", "evalfleet harness"]);
+    await git(dirs.repo, ["config", "user.email", "harness@evalfleet.invalid"]);
+    return { dirs, baseCommit: await gitText(dirs.repo, ["rev-parse", "HEAD"]) };
   } else {
     throw new EvalfleetError(
       ErrorCode.InvalidConfig,
