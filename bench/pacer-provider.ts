@@ -150,7 +150,8 @@ async function runMode(mode: ModeResult["mode"]): Promise<ModeResult> {
         }
         if (res.statusCode !== 200) throw new Error(`unexpected ${res.statusCode}: ${text}`);
         const usage = anthropicJsonResult(text).usage;
-        admission?.settle(usage);
+        // As the shim settles: input excluding cache reads, cache reads apart (weighted by the pool).
+        admission?.settle({ ...usage, inputTokens: usage.inputTokens - usage.cacheReadTokens });
         agentCalls++;
         if (warmDone) {
           latencies.push(performance.now() - t0);

@@ -216,15 +216,16 @@ export class PoolBucket {
 }
 
 /**
- * Input tokens an actual usage charges to the pool. `inputTokens` is the TOTAL input, cache reads and writes
- * included — providers/ `TokenUsage` semantics, which the shim passes as ActualUsage — so the cached parts are
- * taken back out at (1 − their weight).
+ * Input tokens an actual usage charges to the pool. ActualUsage.inputTokens is the input EXCLUDING cache reads
+ * (uncached input plus cache writes) — what the shim passes (providers/ total input minus cacheReadTokens) — so
+ * cache reads are added back at their rate-limit weight: 0 for Anthropic (they do not count toward input tokens per
+ * minute), 1 for OpenAI (cached prompt tokens still count toward TPM).
  */
 export function chargedInputTokens(
   cfg: PoolConfig,
   u: { inputTokens: number; cacheReadTokens: number; cacheWriteTokens: number },
 ): number {
-  const readDiscount = u.cacheReadTokens * (1 - (cfg.cacheReadInputWeight ?? 0));
+  const readCharge = u.cacheReadTokens * (cfg.cacheReadInputWeight ?? 0);
   const writeDiscount = u.cacheWriteTokens * (1 - (cfg.cacheWriteInputWeight ?? 1));
-  return Math.max(0, u.inputTokens - readDiscount - writeDiscount);
+  return Math.max(0, u.inputTokens + readCharge - writeDiscount);
 }

@@ -76,7 +76,7 @@ export class Pool {
 
   settleStats(estimate: Cost, actual: ActualUsage): Cost {
     this.settled++;
-    this.inSum += actual.inputTokens;
+    this.inSum += actual.inputTokens + actual.cacheReadTokens;
     this.outSum += actual.outputTokens;
     if (this.outRing.length >= RING) this.outRing.shift();
     this.outRing.push(actual.outputTokens);

@@ -71,7 +71,7 @@ test("settle replaces the estimate with usage; refund gives everything back, cap
 });
 
 test("cache reads do not count toward input tokens per minute (Anthropic); writes do; OpenAI weight 1", () => {
-  // inputTokens is the total input (800 = 100 uncached + 500 cache reads + 200 cache writes), as providers/ reports it
+  // inputTokens excludes cache reads (300 = 100 uncached + 200 cache writes), as the shim settles it; 500 cache reads
   for (const [weight, expected] of [
     [0, 1000 - 100 - 200],
     [1, 1000 - 800],
@@ -85,7 +85,7 @@ test("cache reads do not count toward input tokens per minute (Anthropic); write
     pool.bucket.tryTake(one(0, 0), 0);
     pool.adjust(
       pool.settleStats(one(0, 0), {
-        inputTokens: 800,
+        inputTokens: 300,
         outputTokens: 0,
         cacheReadTokens: 500,
         cacheWriteTokens: 200,
