@@ -1,0 +1,151 @@
+import type { z } from "zod";
+import { type EvalfleetError, toEvalfleetError } from "../../protocol/errors.js";
+import type { Logger } from "../../protocol/log.js";
+import {
+  AttemptResultSchema,
+  GradeResultSchema,
+  LedgerCallSchema,
+  VerdictSchema,
+} from "../../protocol/messages.js";
+import { type ConsumerDef, Consumers } from "../../protocol/topology.js";
+import type { Db } from "../../store/db.js";
+import { Actor, type Delivery } from "../runtime/actor.js";
+import type { Plane } from "../runtime/connect.js";
+import { landAttempts } from "./attempts.js";
+import { CellRecords } from "./cells.js";
+import type { Feed, WriterContext } from "./context.js";
+import { landLedger } from "./ledger.js";
+import { ProgressWriter } from "./progress.js";
+import { landGrades, landVerdicts } from "./scores.js";
+
+export interface ResultsWriterOptions {
+  plane: Plane;
+  db: Db;
+  log: Logger;
+  /** Messages per batch (one transaction each) and how long a partial batch waits. */
+  batchSize?: number;
+  batchWaitMs?: number;
+  /** Each run's progress key is written at most once per this interval. */
+  progressIntervalMs?: number;
+  /** `finished` waits for enqueued grades and verdicts (default true). */
+  waitForScores?: boolean;
+  /** Test seam: called after each batch's commit, before its publishes (crash injection). */
+  afterCommit?: (feed: Feed) => Promise<void> | void;
+}
+
+/** Deliveries of a message that keeps failing for a non-retryable reason before it is dropped with an event. */
+const MAX_DELIVERIES = 5;
+
+/**
+ * The results-writer: the one writer of attempt, phase and ledger rows. Four durable consumers (attempt results,
+ * ledger calls, grade results, verdicts), each landing batches in one transaction and acking after the commit;
+ * every write is idempotent, so redelivery after a crash changes nothing. Live progress goes to KV, coalesced.
+ * Replicas share the consumers.
+ */
+export async function startResultsWriter(opts: ResultsWriterOptions): Promise<Actor> {
+  const actor = new Actor("results-writer", opts.plane, opts.log);
+  const progress = new ProgressWriter({
+    kv: opts.plane.kv.progress,
+    jsm: opts.plane.jsm,
+    db: opts.db,
+    log: opts.log,
+    actor,
+    ...(opts.progressIntervalMs ? { intervalMs: opts.progressIntervalMs } : {}),
+    ...(opts.waitForScores === undefined ? {} : { waitForScores: opts.waitForScores }),
+  });
+  const ctx: WriterContext = {
+    plane: opts.plane,
+    db: opts.db,
+    log: opts.log,
+    cells: new CellRecords(opts.plane.kv.jobs, opts.log),
+    progress,
+    ...(opts.afterCommit ? { afterCommit: opts.afterCommit } : {}),
+  };
+  await actor.start();
+  progress.start();
+  void actor.stopped.then(() => progress.stop());
+
+  const feed = async <S extends z.ZodType>(
+    def: ConsumerDef,
+    schema: S,
+    what: string,
+    land: (items: z.output<S>[]) => Promise<unknown>,
+  ) => {
+    await actor.consume({
+      def,
+      schema,
+      what,
+      batchSize: opts.batchSize ?? 500,
+      batchWaitMs: opts.batchWaitMs ?? 20,
+      handleBatch: isolating(actor, what, land),
+      onPoison: (raw, subject, err) => poisonEvent(actor, what, raw, subject, err),
+    });
+  };
+  await feed(Consumers.resultsWriterAttempts, AttemptResultSchema, "attempt result", (b) =>
+    landAttempts(ctx, b),
+  );
+  await feed(Consumers.resultsWriterLedger, LedgerCallSchema, "ledger call", (b) => landLedger(ctx, b));
+  await feed(Consumers.resultsWriterGrades, GradeResultSchema, "grade result", (b) => landGrades(ctx, b));
+  await feed(Consumers.resultsWriterVerdicts, VerdictSchema, "verdict", (b) => landVerdicts(ctx, b));
+  return actor;
+}
+
+/**
+ * One bad message must not hold its batch hostage. When a batch fails for a non-retryable reason, its messages
+ * are landed one by one; the failure is rethrown so the batch is redelivered (the landed ones are no-ops then),
+ * and a message still failing after MAX_DELIVERIES is dropped with a poison event instead of taking its
+ * batch-mates down with it. Retryable failures (database or NATS unavailable) retry the whole batch.
+ */
+function isolating<T>(
+  actor: Actor,
+  what: string,
+  land: (items: T[]) => Promise<unknown>,
+): (batch: Delivery<T>[]) => Promise<void> {
+  return async (batch) => {
+    try {
+      await land(batch.map((d) => d.value));
+      return;
+    } catch (err) {
+      if (toEvalfleetError(err).retryable) throw err;
+    }
+    let retry: unknown;
+    for (const d of batch) {
+      try {
+        await land([d.value]);
+      } catch (err) {
+        const e = toEvalfleetError(err);
+        if (e.retryable || d.deliveryCount < MAX_DELIVERIES) {
+          retry ??= err;
+          continue;
+        }
+        actor.log.error({ subject: d.subject, err: e.message }, `dropping ${what} that keeps failing`);
+        await poisonEvent(actor, what, new TextEncoder().encode(JSON.stringify(d.value)), d.subject, e);
+      }
+    }
+    if (retry !== undefined) throw retry;
+  };
+}
+
+async function poisonEvent(
+  actor: Actor,
+  what: string,
+  raw: Uint8Array,
+  subject: string,
+  err: EvalfleetError,
+): Promise<void> {
+  let run: unknown;
+  try {
+    run = (JSON.parse(new TextDecoder().decode(raw)) as { run?: unknown }).run;
+  } catch {
+    run = undefined;
+  }
+  if (typeof run !== "string") return;
+  await actor
+    .publishEvent({
+      run,
+      kind: "poison",
+      message: `results-writer dropped a ${what} on ${subject}: ${err.message}`,
+      issues: err.issues,
+    })
+    .catch((e) => actor.log.error({ err: e }, "poison event failed"));
+}

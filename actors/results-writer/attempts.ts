@@ -1,0 +1,201 @@
+import { encodeJson } from "../../protocol/decode.js";
+import {
+  type AttemptResult,
+  type CellWork,
+  GradeJobSchema,
+  JudgeJobSchema,
+} from "../../protocol/messages.js";
+import type { AttemptClass } from "../../protocol/retry.js";
+import { Subjects } from "../../protocol/subjects.js";
+import { insertPhaseResults, type PhaseResultRow, upsertAttemptResults } from "../../store/results.js";
+import {
+  type AttemptTotals,
+  lockCells,
+  readHeads,
+  refreshAttemptTotals,
+  refreshPhaseTotals,
+  setCellStatuses,
+  voidSuperseded,
+} from "../../store/writer.js";
+import { cellKey, type WriterContext } from "./context.js";
+import type { CellFinal } from "./progress.js";
+import {
+  attemptRow,
+  cellStatusOf,
+  classify,
+  gradeJobOf,
+  judgeJobOf,
+  type Scoring,
+  scoringOf,
+} from "./rows.js";
+
+interface Planned {
+  r: AttemptResult;
+  work: CellWork | null;
+  cls: AttemptClass;
+  scoring: Scoring;
+}
+
+export interface AttemptsOutcome {
+  landed: number;
+  /** Grade and judge jobs published (including re-publishes after a redelivery). */
+  enqueued: number;
+}
+
+/**
+ * Land a batch of attempt results in one transaction: an attempt row replaces the cell's row only when it is newer
+ * than the stored one (an older or already-landed attempt changes nothing), its phases, its totals from the ledger
+ * (voiding the ledger rows of the attempts it supersedes) and run_state. After the commit, scoring jobs go out
+ * with a message id per attempt; a redelivered result whose job may not have gone out (grade_status still
+ * PENDING) publishes it again and JetStream drops the duplicate.
+ */
+export async function landAttempts(
+  ctx: WriterContext,
+  results: readonly AttemptResult[],
+): Promise<AttemptsOutcome> {
+  const latest = new Map<string, AttemptResult>();
+  for (const r of results) {
+    const k = cellKey(r.run, r.cellId);
+    const prev = latest.get(k);
+    if (!prev || r.attempt > prev.attempt) latest.set(k, r);
+  }
+  const items = [...latest.values()];
+  const t0 = performance.now();
+  const works = await ctx.cells.getMany(items.map((r) => ({ run: r.run, cellId: r.cellId })));
+  const plan: Planned[] = items.map((r) => {
+    const work = works.get(cellKey(r.run, r.cellId)) ?? null;
+    const cls = classify(r);
+    return { r, work, cls, scoring: scoringOf(r, cls, work) };
+  });
+
+  const t1 = performance.now();
+  const { landed, resend, totals } = await ctx.db.transaction(async (tx) => {
+    const keys = plan.map((p) => ({ runName: p.r.run, cellId: p.r.cellId }));
+    await lockCells(tx, keys);
+    const heads = await readHeads(tx, keys);
+    const landed: Planned[] = [];
+    const resend: Planned[] = [];
+    for (const p of plan) {
+      const head = heads.get(cellKey(p.r.run, p.r.cellId));
+      if (!head || p.r.attempt > head.attempt) landed.push(p);
+      else if (head.attempt === p.r.attempt && head.gradeStatus === "PENDING" && p.scoring) resend.push(p);
+    }
+    if (landed.length === 0) return { landed, resend, totals: [] as AttemptTotals[] };
+    const landedKeys = landed.map((p) => ({ runName: p.r.run, cellId: p.r.cellId }));
+    await upsertAttemptResults(
+      tx,
+      landed.map((p) => attemptRow(p.r, p.work, p.cls, p.scoring)),
+    );
+    const phases = landed.flatMap((p) => phaseRows(p.r));
+    await insertPhaseResults(tx, phases);
+    // A first attempt supersedes nothing; a later one voids its predecessors' calls (the ledger path catches
+    // calls that arrive later still).
+    await voidSuperseded(
+      tx,
+      landed.filter((p) => p.r.attempt > 0).map((p) => ({ runName: p.r.run, cellId: p.r.cellId })),
+    );
+    const totals = await refreshAttemptTotals(tx, landedKeys);
+    if (phases.length > 0)
+      await refreshPhaseTotals(
+        tx,
+        phases.map((x) => ({ runName: x.runName, cellId: x.cellId })),
+      );
+    await setCellStatuses(
+      tx,
+      landed.map((p) => ({
+        runName: p.r.run,
+        cellId: p.r.cellId,
+        at: p.r.finishedAt,
+        ...cellStatusOf(p.r, p.cls),
+      })),
+    );
+    return { landed, resend, totals };
+  });
+  await ctx.afterCommit?.("attempts");
+  const t2 = performance.now();
+
+  const jobs = [...landed, ...resend].filter((p) => p.scoring !== null && p.work !== null);
+  const byCell = new Map(totals.map((t) => [cellKey(t.runName, t.cellId), t]));
+  const finals: CellFinal[] = [];
+  for (const p of landed) {
+    const t = byCell.get(cellKey(p.r.run, p.r.cellId));
+    if (!p.cls.final || !t) continue;
+    finals.push(cellFinalOf(t, cellStatusOf(p.r, p.cls).status, p.cls.errorClass));
+  }
+  // Jobs and cell keys are independent: both go out at once, and the batch is acked when both are done.
+  await Promise.all([...jobs.map((p) => publishJob(ctx, p)), ctx.progress.putCells(finals)]);
+  for (const p of plan) ctx.progress.markDirty(p.r.run);
+  ctx.log.debug(
+    {
+      n: results.length,
+      landed: landed.length,
+      jobs: jobs.length,
+      recordsMs: Math.round(t1 - t0),
+      txMs: Math.round(t2 - t1),
+      afterMs: Math.round(performance.now() - t2),
+    },
+    "attempt batch",
+  );
+  return { landed: landed.length, enqueued: jobs.length };
+}
+
+async function publishJob(ctx: WriterContext, p: Planned): Promise<void> {
+  const { r, work } = p;
+  if (!work) return;
+  if (p.scoring === "grade") {
+    await ctx.plane.js.publish(
+      Subjects.gradeJobs.one(r.run),
+      encodeJson(GradeJobSchema, gradeJobOf(r, work), "grade job"),
+      { msgID: `${r.run}/${r.cellId}/${r.attempt}/grade` },
+    );
+  } else if (p.scoring === "judge") {
+    await ctx.plane.js.publish(
+      Subjects.judgeJobs.one(r.run),
+      encodeJson(JudgeJobSchema, judgeJobOf(r, work), "judge job"),
+      { msgID: `${r.run}/${r.cellId}/${r.attempt}/judge` },
+    );
+  }
+}
+
+/** Phase rows start from the task's own figures; refreshPhaseTotals replaces them from the ledger's calls. */
+function phaseRows(r: AttemptResult): PhaseResultRow[] {
+  return r.phases.map((ph) => ({
+    runName: r.run,
+    cellId: r.cellId,
+    attempt: r.attempt,
+    phaseName: ph.name,
+    traceId: ph.traceId,
+    model: ph.model,
+    modelRole: ph.modelRole,
+    exitCode: ph.exitCode,
+    durationMs: ph.durationMs,
+    timedOut: ph.timedOut,
+    inputTokens: ph.usage.inputTokens,
+    outputTokens: ph.usage.outputTokens,
+    totalCostNanoUsd: ph.usage.costNanoUsd,
+    numApiCalls: ph.usage.calls,
+    error: ph.error,
+    stdout: ph.stdout,
+    stderr: ph.stderr,
+    timestamp: r.finishedAt,
+  }));
+}
+
+export function cellFinalOf(t: AttemptTotals, status: CellFinal["status"], detail: string): CellFinal {
+  return {
+    run: t.runName,
+    cellId: t.cellId,
+    attempt: t.attempt,
+    status,
+    detail,
+    usage: {
+      inputTokens: t.inputTokens,
+      outputTokens: t.outputTokens,
+      cacheReadTokens: t.cacheReadTokens,
+      cacheWriteTokens: t.cacheWriteTokens,
+      reasoningTokens: t.reasoningTokens,
+      costNanoUsd: t.totalCostNanoUsd,
+      calls: t.calls,
+    },
+  };
+}

@@ -1,0 +1,253 @@
+import type { JetStreamManager } from "@nats-io/jetstream";
+import type { KV } from "@nats-io/kv";
+import type { Logger } from "../../protocol/log.js";
+import {
+  type CellProgress,
+  CellProgressSchema,
+  MessageTypes,
+  type RunProgress,
+  RunProgressSchema,
+} from "../../protocol/messages.js";
+import { ProgressKeys } from "../../protocol/subjects.js";
+import { Consumers, Streams } from "../../protocol/topology.js";
+import type { Db } from "../../store/db.js";
+import { nanoToUsd } from "../../store/money.js";
+import { getCellStatuses } from "../../store/results.js";
+import { getRunSpend } from "../../store/writer.js";
+import type { Actor } from "../runtime/actor.js";
+
+/** A cell's final figures for its `cell.<run>.<cell>` key. */
+export interface CellFinal {
+  run: string;
+  cellId: string;
+  attempt: number;
+  status: CellProgress["status"];
+  usage: CellProgress["usage"];
+  detail?: string;
+}
+
+export interface ProgressOptions {
+  kv: KV;
+  jsm: JetStreamManager;
+  db: Db;
+  log: Logger;
+  actor: Actor;
+  /** Coalescing interval: each run's key is written at most once per interval. */
+  intervalMs?: number;
+  /** Unfinished runs are re-counted this often even without new results (a budget skip can end a run). */
+  recheckMs?: number;
+  /** `finished` waits for every enqueued grade and verdict to land (default true). */
+  waitForScores?: boolean;
+}
+
+const CAS_TRIES = 8;
+
+/**
+ * Live progress in KV, coalesced: handlers mark a run dirty after their commit; a timer recounts dirty runs from
+ * run_state and the ledger and writes `run.<run>` with compare-and-set, merged onto what the planner and
+ * dispatcher put there (budget, pools). The write that moves a run to `finished` publishes the finished event, so
+ * concurrent replicas announce it once.
+ */
+export class ProgressWriter {
+  private readonly dirty = new Set<string>();
+  private readonly open = new Set<string>();
+  private timer: NodeJS.Timeout | undefined;
+  private running: Promise<void> = Promise.resolve();
+  private lastRecheck = Date.now();
+  private stopped = false;
+  /** Per run whose cells are all done: the ledger stream's last sequence when that was first seen. */
+  private readonly ledgerMarks = new Map<string, number>();
+
+  constructor(private readonly o: ProgressOptions) {}
+
+  start(): void {
+    this.schedule(this.o.intervalMs ?? 250);
+  }
+
+  /**
+   * Recounting a run costs queries that grow with its size, so the next flush waits at least four times as long
+   * as this one took: a 20,000-cell run is recounted a few times a second, never back to back.
+   */
+  private schedule(ms: number): void {
+    if (this.stopped) return;
+    this.timer = setTimeout(() => {
+      const t0 = performance.now();
+      void this.flush().then(() =>
+        this.schedule(Math.max(this.o.intervalMs ?? 250, 4 * (performance.now() - t0))),
+      );
+    }, ms);
+    this.timer.unref();
+  }
+
+  markDirty(run: string): void {
+    this.dirty.add(run);
+    this.open.add(run);
+  }
+
+  /** Write every dirty run now (and, when due, re-count the unfinished ones). Serialised with the timer. */
+  flush(): Promise<void> {
+    this.running = this.running.then(() => this.flushOnce());
+    return this.running;
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    clearTimeout(this.timer);
+    await this.flush();
+  }
+
+  private async flushOnce(): Promise<void> {
+    const due = Date.now() - this.lastRecheck >= (this.o.recheckMs ?? 2_000);
+    if (due) this.lastRecheck = Date.now();
+    const runs = new Set(due ? [...this.dirty, ...this.open] : this.dirty);
+    this.dirty.clear();
+    for (const run of runs) {
+      try {
+        const finished = await this.updateRun(run);
+        if (finished) this.open.delete(run);
+      } catch (err) {
+        this.o.log.warn({ run, err }, "progress update failed; will retry");
+        this.dirty.add(run);
+      }
+    }
+  }
+
+  /** Recount one run and write its key. Returns whether the run is finished. */
+  async updateRun(run: string): Promise<boolean> {
+    const t0 = performance.now();
+    const [counts, spend] = await Promise.all([getCellStatuses(this.o.db, run), getRunSpend(this.o.db, run)]);
+    const n = (s: string) => Number(counts[s] ?? 0);
+    const c = {
+      completed: n("completed"),
+      failed: n("failed"),
+      skipped: n("skipped"),
+      running: n("running"),
+      pending: n("pending"),
+    };
+    const totalCells = Object.values(counts).reduce((a, b) => a + Number(b), 0);
+    const cellsDone = totalCells > 0 && c.pending + c.running === 0;
+    const done =
+      cellsDone &&
+      (this.o.waitForScores === false || spend.awaitingScore === 0) &&
+      (await this.ledgerLanded(run));
+    if (!cellsDone) this.ledgerMarks.delete(run);
+    const money = `spent $${nanoToUsd(spend.totalNanoUsd)} (billable $${nanoToUsd(spend.billableNanoUsd)})`;
+    const tally = `${c.completed} completed, ${c.failed} failed, ${c.skipped} skipped`;
+    const key = ProgressKeys.run(run);
+    for (let i = 0; i < CAS_TRIES; i++) {
+      const entry = await this.o.kv.get(key);
+      const prev = readProgress(entry?.operation === "PUT" ? entry.value : undefined);
+      let phase: RunProgress["phase"] = prev?.phase ?? "running";
+      if (done && phase !== "cancelled") phase = "finished";
+      else if (!done && (phase === "planned" || phase === "finished" || phase === "rejected"))
+        phase = "running";
+      const message =
+        phase === "finished"
+          ? `finished: ${tally} of ${totalCells} cells; ${money}`
+          : `${totalCells} cells: ${tally}, ${c.running} running, ${c.pending} pending; ${money}${
+              cellsDone && spend.awaitingScore > 0 ? `; ${spend.awaitingScore} attempts awaiting grades` : ""
+            }`;
+      const next: RunProgress = {
+        ...(prev ?? { budgetNanoUsd: null }),
+        type: MessageTypes.runProgress,
+        run,
+        phase,
+        message,
+        totalCells,
+        ...c,
+        totalCostNanoUsd: spend.totalNanoUsd,
+        billableCostNanoUsd: spend.billableNanoUsd,
+        updatedAt: new Date().toISOString(),
+      };
+      try {
+        if (entry) await this.o.kv.update(key, JSON.stringify(next), entry.revision);
+        else await this.o.kv.create(key, JSON.stringify(next));
+      } catch (err) {
+        if (i === CAS_TRIES - 1) throw err;
+        continue; // someone else wrote the key between our read and write: merge again
+      }
+      if (phase === "finished" && prev?.phase !== "finished") {
+        await this.o.actor.publishEvent({
+          run,
+          kind: "finished",
+          message: `run ${run} finished: ${tally} of ${totalCells} cells; ${money}`,
+          data: {
+            totalCells,
+            ...c,
+            totalCostNanoUsd: spend.totalNanoUsd,
+            billableCostNanoUsd: spend.billableNanoUsd,
+          },
+        });
+      }
+      this.o.log.debug({ run, phase, ms: Math.round(performance.now() - t0) }, "run progress");
+      return phase === "finished" || phase === "cancelled";
+    }
+    return false;
+  }
+
+  /**
+   * Every ledger call of a run is published before its attempt's result, but the two streams are consumed
+   * apart: when the last result lands, calls may still be in flight. The run is finished only once the ledger
+   * consumer has acked everything up to the stream's end as of that moment (a mark taken once, so steady traffic
+   * of other runs cannot keep it moving). Until then the run stays dirty and is looked at again next interval.
+   */
+  private async ledgerLanded(run: string): Promise<boolean> {
+    let mark = this.ledgerMarks.get(run);
+    if (mark === undefined) {
+      mark = (await this.o.jsm.streams.info(Streams.ledger.name)).state.last_seq;
+      this.ledgerMarks.set(run, mark);
+    }
+    const def = Consumers.resultsWriterLedger;
+    const floor = (await this.o.jsm.consumers.info(def.stream, def.durable)).ack_floor.stream_seq;
+    if (floor >= mark) {
+      this.ledgerMarks.delete(run);
+      return true;
+    }
+    this.dirty.add(run);
+    return false;
+  }
+
+  /** Each finished cell's `cell.<run>.<cell>` key, keeping what the shim wrote there (turns, pacer wait). */
+  async putCells(cells: readonly CellFinal[]): Promise<void> {
+    await Promise.all(
+      cells.map(async (f) => {
+        const key = ProgressKeys.cell(f.run, f.cellId);
+        const entry = await this.o.kv.get(key);
+        const prev = readCell(entry?.operation === "PUT" ? entry.value : undefined);
+        const value: CellProgress = {
+          type: MessageTypes.cellProgress,
+          run: f.run,
+          cellId: f.cellId,
+          attempt: f.attempt,
+          status: f.status,
+          usage: f.usage,
+          turns: prev?.attempt === f.attempt ? prev.turns : 0,
+          pacerWaitMs: prev?.attempt === f.attempt ? prev.pacerWaitMs : 0,
+          updatedAt: new Date().toISOString(),
+          ...(f.detail ? { detail: f.detail } : {}),
+        };
+        await this.o.kv.put(key, JSON.stringify(value));
+      }),
+    );
+  }
+}
+
+function readProgress(value: Uint8Array | undefined): RunProgress | null {
+  if (!value || value.length === 0) return null;
+  try {
+    const r = RunProgressSchema.safeParse(JSON.parse(new TextDecoder().decode(value)));
+    return r.success ? r.data : null;
+  } catch {
+    return null;
+  }
+}
+
+function readCell(value: Uint8Array | undefined): CellProgress | null {
+  if (!value || value.length === 0) return null;
+  try {
+    const r = CellProgressSchema.safeParse(JSON.parse(new TextDecoder().decode(value)));
+    return r.success ? r.data : null;
+  } catch {
+    return null;
+  }
+}

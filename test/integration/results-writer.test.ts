@@ -1,0 +1,542 @@
+import assert from "node:assert/strict";
+import { after, before, describe, it } from "node:test";
+import { startResultsWriter } from "../../actors/results-writer/actor.js";
+import type { Actor } from "../../actors/runtime/actor.js";
+import { openPlane, type Plane } from "../../actors/runtime/connect.js";
+import { silentLogger } from "../../protocol/log.js";
+import {
+  type AttemptResult,
+  type AttemptStatus,
+  type CellWork,
+  type GradeJob,
+  type GradeResult,
+  type LedgerCall,
+  MessageTypes,
+  type RunEvent,
+  type RunProgress,
+  type Verdict,
+} from "../../protocol/messages.js";
+import { ProgressKeys, StateKeys, Subjects } from "../../protocol/subjects.js";
+import { Consumers, Streams } from "../../protocol/topology.js";
+import { usdToNanoNumber } from "../../store/money.js";
+import { getAttemptResult, getCellStatuses, insertPendingCells, ledgerTotals } from "../../store/results.js";
+import { type FreshDb, freshDb } from "../helpers/db.js";
+import { startNats, type TestNats } from "../helpers/nats.js";
+
+let nats: TestNats;
+let store: FreshDb;
+let admin: Plane;
+const planes: Plane[] = [];
+const writers: Actor[] = [];
+const log = silentLogger();
+
+const ACK_WAIT_NS = 2_000_000_000;
+const WRITER_CONSUMERS = [
+  Consumers.resultsWriterAttempts,
+  Consumers.resultsWriterLedger,
+  Consumers.resultsWriterGrades,
+  Consumers.resultsWriterVerdicts,
+];
+
+async function plane(name: string): Promise<Plane> {
+  // ensure: false keeps the short ack_wait set below (ensureTopology would restore the production value).
+  const p = await openPlane({ servers: nats.url, name, ensure: false });
+  planes.push(p);
+  return p;
+}
+
+async function writer(name: string, extra: Partial<Parameters<typeof startResultsWriter>[0]> = {}) {
+  const p = await plane(name);
+  const a = await startResultsWriter({ plane: p, db: store.db, log, progressIntervalMs: 50, ...extra });
+  writers.push(a);
+  return { actor: a, plane: p };
+}
+
+function work(run: string, cellId: string, extra: Partial<CellWork> = {}): CellWork {
+  return {
+    type: MessageTypes.cellWork,
+    run,
+    cellId,
+    pool: "h__m",
+    harness: "h",
+    model: "m",
+    reviewModel: null,
+    taskId: `task-${cellId}`,
+    track: "swe",
+    repeat: 0,
+    traceId: cellId,
+    exempt: false,
+    costMode: "platform",
+    ...extra,
+  };
+}
+
+/** What the planner does before any attempt: cell records in the jobs bucket, pending run_state rows. */
+async function plan(run: string, cells: CellWork[]): Promise<void> {
+  await Promise.all(cells.map((c) => admin.kv.jobs.put(StateKeys.job(run, c.cellId), JSON.stringify(c))));
+  await insertPendingCells(store.db, run, cells);
+}
+
+function result(
+  run: string,
+  cellId: string,
+  attempt: number,
+  status: AttemptStatus,
+  extra: Partial<AttemptResult> = {},
+): AttemptResult {
+  const patch = status === "PATCH_READY";
+  return {
+    type: MessageTypes.attemptResult,
+    run,
+    cellId,
+    attempt,
+    status,
+    exitCode: 0,
+    // The harness's claim: deliberately wrong, the ledger decides.
+    usage: {
+      inputTokens: 1,
+      outputTokens: 1,
+      cacheReadTokens: 0,
+      cacheWriteTokens: 0,
+      reasoningTokens: 0,
+      costNanoUsd: 999_999_999,
+      calls: 1,
+    },
+    numToolCalls: 3,
+    patchHash: patch ? `hash-${cellId}-${attempt}` : null,
+    patchRef: patch ? `${run}/${cellId}/${attempt}/patch.diff` : null,
+    trajectoryRef: null,
+    stdout: "out",
+    stderr: "",
+    errorMessage: null,
+    harnessReportedCostNanoUsd: null,
+    startedAt: "2026-12-01T00:00:00.000Z",
+    finishedAt: "2026-12-01T00:01:00.000Z",
+    latencyMs: 60_000,
+    timeToFirstAttemptMs: null,
+    phases: [],
+    ...extra,
+  };
+}
+
+let callSeq = 0;
+function call(
+  run: string,
+  cellId: string,
+  attempt: number,
+  costNanoUsd: number,
+  extra: Partial<LedgerCall> = {},
+) {
+  const c: LedgerCall = {
+    type: MessageTypes.ledgerCall,
+    callId: `call-${++callSeq}`,
+    run,
+    cellId,
+    attempt,
+    traceId: cellId,
+    model: "m",
+    alias: "h__m",
+    pool: "h__m",
+    provider: "anthropic",
+    endpoint: "/v1/messages",
+    status: "ok",
+    httpStatus: 200,
+    inputTokens: 100 + (callSeq % 7),
+    outputTokens: 10 + (callSeq % 3),
+    cacheReadTokens: 5,
+    cacheWriteTokens: 1,
+    reasoningTokens: 2,
+    costNanoUsd,
+    priceVersion: "test",
+    latencyMs: 10,
+    ttfbMs: 5,
+    pacerWaitMs: 0,
+    retries: 0,
+    clampedMaxTokens: null,
+    estimated: false,
+    costMode: "platform",
+    startedAt: "2026-12-01T00:00:30.000Z",
+    ...extra,
+  };
+  return c;
+}
+
+/** Publish messages the way their producers do (msg ids) — or, with `dup`, a second time without ids, so only
+ * the writer's own idempotency stands between them and double rows. */
+async function publishAll(msgs: (AttemptResult | LedgerCall)[], dup = false): Promise<void> {
+  await Promise.all(
+    msgs.map((m) => {
+      const ledger = m.type === MessageTypes.ledgerCall;
+      const subject = ledger ? Subjects.ledger.one(m.run, m.cellId) : Subjects.attempts.one(m.run, m.cellId);
+      const id = ledger ? m.callId : `${m.run}/${m.cellId}/${m.attempt}/result`;
+      return admin.js.publish(subject, JSON.stringify(m), dup ? {} : { msgID: id });
+    }),
+  );
+}
+
+async function waitFor<T>(
+  what: string,
+  fn: () => Promise<T | undefined | null | false>,
+  ms = 30_000,
+): Promise<T> {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const v = await fn();
+    if (v) return v;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+async function progress(run: string): Promise<RunProgress | null> {
+  const e = await admin.kv.progress.get(ProgressKeys.run(run));
+  return e && e.length > 0 ? e.json<RunProgress>() : null;
+}
+
+/** Every message still in a stream under `subject` (work-queue streams keep what no consumer took). */
+async function streamMessages<T>(stream: string, subject: string): Promise<T[]> {
+  const info = await admin.jsm.streams.info(stream);
+  const out: T[] = [];
+  for (let seq = info.state.first_seq; seq <= info.state.last_seq; seq++) {
+    const m = await admin.jsm.streams.getMessage(stream, { seq }).catch(() => null);
+    if (m && m.subject === subject) out.push(m.json<T>());
+  }
+  return out;
+}
+
+async function count(sql: string, params: unknown[]): Promise<number> {
+  const r = await store.db.query<{ n: number }>(sql, params);
+  return Number(r.rows[0]?.n ?? 0);
+}
+
+async function ledgerSum(run: string, cellId: string): Promise<{ cost: number; input: number; n: number }> {
+  const r = await store.db.query<{ cost: string; input: string; n: number }>(
+    `SELECT COALESCE(sum(cost_nano_usd), 0)::text AS cost, COALESCE(sum(input_tokens), 0)::text AS input,
+            count(*) AS n FROM ledger_calls WHERE run_name = $1 AND cell_id = $2 AND NOT voided`,
+    [run, cellId],
+  );
+  const row = r.rows[0];
+  return { cost: Number(row?.cost ?? 0), input: Number(row?.input ?? 0), n: Number(row?.n ?? 0) };
+}
+
+before(async () => {
+  nats = await startNats();
+  store = await freshDb("results_writer");
+  admin = await openPlane({ servers: nats.url, name: "rw-admin" });
+  planes.push(admin);
+  for (const c of WRITER_CONSUMERS)
+    await admin.jsm.consumers.update(c.stream, c.durable, { ack_wait: ACK_WAIT_NS });
+});
+
+after(async () => {
+  for (const w of writers) await w.stop();
+  for (const p of planes) await p.close().catch(() => {});
+  await store?.cleanup();
+  await nats?.cleanup();
+});
+
+describe("results-writer", () => {
+  it("a writer that dies between commit and publish loses nothing: another one re-enqueues each grade job once", async () => {
+    const run = "crash";
+    const cells = Array.from({ length: 12 }, (_, i) => work(run, `c${i}`));
+    await plan(run, cells);
+    let crashed = false;
+    const a = await writer("rw-a", {
+      afterCommit: async (feed) => {
+        if (feed !== "attempts" || crashed) return;
+        crashed = true;
+        // The process is gone: no publish, no ack, no nak. Its messages come back after ack_wait.
+        await a.plane.nc.close();
+        throw new Error("crashed after commit");
+      },
+    });
+    const msgs = cells.flatMap((c, i) => [
+      call(run, c.cellId, 0, 1_000 + i),
+      call(run, c.cellId, 0, 2_000 + i),
+      result(run, c.cellId, 0, "PATCH_READY"),
+    ]);
+    await publishAll(msgs);
+    await waitFor("the first writer's crash", async () => crashed);
+    const landedBeforeCrash = await count("SELECT count(*) AS n FROM run_results WHERE run_name = $1", [run]);
+    assert.ok(landedBeforeCrash > 0, "the crashed batch committed");
+    assert.equal(
+      (await streamMessages<GradeJob>(Streams.gradeJobs.name, Subjects.gradeJobs.one(run))).length,
+      0,
+    );
+    await a.actor.stop();
+
+    await writer("rw-b");
+    const jobs = await waitFor("12 grade jobs", async () => {
+      const j = await streamMessages<GradeJob>(Streams.gradeJobs.name, Subjects.gradeJobs.one(run));
+      return j.length >= 12 && j;
+    });
+    await new Promise((r) => setTimeout(r, 500)); // a late duplicate would show up now
+    const again = await streamMessages<GradeJob>(Streams.gradeJobs.name, Subjects.gradeJobs.one(run));
+    assert.equal(again.length, 12);
+    assert.deepEqual(new Set(jobs.map((j) => j.cellId)), new Set(cells.map((c) => c.cellId)));
+    assert.equal(await count("SELECT count(*) AS n FROM run_results WHERE run_name = $1", [run]), 12);
+    assert.equal(await count("SELECT count(*) AS n FROM ledger_calls WHERE run_name = $1", [run]), 24);
+    for (const c of cells) {
+      const row = await getAttemptResult(store.db, run, c.cellId);
+      const sum = await ledgerSum(run, c.cellId);
+      assert.equal(row?.totalCostNanoUsd, sum.cost, `${c.cellId} total = its ledger`);
+    }
+  });
+
+  it("attempts and ledger land once under duplicates, totals come from the ledger, only patches are graded", async () => {
+    const run = "dups";
+    const cells = [
+      ...Array.from({ length: 8 }, (_, i) => work(run, `ready${i}`)),
+      ...Array.from({ length: 4 }, (_, i) => work(run, `empty${i}`)),
+      work(run, "cap-patch"),
+      work(run, "cap-nopatch"),
+      work(run, "crash"),
+      work(run, "open", { track: "open_ended" }),
+      work(run, "exempt", { exempt: true, costMode: "subscription" }),
+    ];
+    await plan(run, cells);
+    const status = (id: string): AttemptStatus =>
+      id.startsWith("empty")
+        ? "EMPTY_PATCH"
+        : id.startsWith("cap")
+          ? "BUDGET_EXCEEDED"
+          : id === "crash"
+            ? "HARNESS_ERROR"
+            : "PATCH_READY";
+    const calls = cells.flatMap((c, i) => [1, 2, 3].map((k) => call(run, c.cellId, 0, 1_000_000 * k + i)));
+    const results = cells.map((c) =>
+      result(run, c.cellId, 0, status(c.cellId), {
+        ...(c.cellId === "cap-patch" ? { patchRef: "p", patchHash: "h" } : {}),
+        ...(c.cellId === "open" ? { trajectoryRef: "traj" } : {}),
+        ...(c.cellId === "crash" ? { errorMessage: "segfault" } : {}),
+      }),
+    );
+    // Half the cells' calls before their results, half after: the totals must converge either way.
+    const early = calls.filter((_, i) => i % 2 === 0);
+    const late = calls.filter((_, i) => i % 2 === 1);
+    await publishAll(early);
+    await publishAll(results);
+    await publishAll(late);
+    await publishAll([...calls, ...results], true);
+
+    await waitFor("every cell done", async () => {
+      const p = await progress(run);
+      return p?.completed === 16 && p.failed === 1;
+    });
+    await new Promise((r) => setTimeout(r, 500)); // let the duplicates drain
+    const final = await waitFor("progress", () => progress(run));
+    assert.equal(final.phase, "running", "grades are still awaited");
+    assert.equal(
+      await count("SELECT count(*) AS n FROM run_results WHERE run_name = $1", [run]),
+      cells.length,
+    );
+    assert.equal(
+      await count("SELECT count(*) AS n FROM ledger_calls WHERE run_name = $1", [run]),
+      calls.length,
+    );
+    for (const c of cells) {
+      const row = await getAttemptResult(store.db, run, c.cellId);
+      const sum = await ledgerSum(run, c.cellId);
+      assert.equal(row?.totalCostNanoUsd, sum.cost, `${c.cellId} total_cost`);
+      assert.equal(row?.inputTokens, sum.input, `${c.cellId} input_tokens`);
+      assert.equal(row?.numApiCalls, 3);
+      assert.equal(row?.harness, "h");
+      assert.equal(row?.taskId, `task-${c.cellId}`);
+    }
+    const exempt = await getAttemptResult(store.db, run, "exempt");
+    assert.equal(exempt?.costMode, "subscription");
+    assert.equal(exempt?.billableCostNanoUsd, 0);
+    const ready = await getAttemptResult(store.db, run, "ready0");
+    assert.equal(ready?.costMode, "platform");
+    assert.equal(ready?.gradeStatus, "PENDING");
+    assert.equal((await getAttemptResult(store.db, run, "empty0"))?.gradeStatus, null);
+    assert.equal((await getAttemptResult(store.db, run, "crash"))?.exitClass, "non_retryable_kill");
+
+    const totals = await ledgerTotals(store.db, run);
+    assert.equal(final.totalCostNanoUsd, totals.allNanoUsd);
+    const exemptSpend = (await ledgerSum(run, "exempt")).cost;
+    assert.equal(final.billableCostNanoUsd, totals.allNanoUsd - exemptSpend);
+
+    const jobs = await streamMessages<GradeJob>(Streams.gradeJobs.name, Subjects.gradeJobs.one(run));
+    assert.deepEqual(
+      jobs.map((j) => j.cellId).sort(),
+      ["cap-patch", "exempt", ...Array.from({ length: 8 }, (_, i) => `ready${i}`)].sort(),
+      "one grade job per patch; empty patches, errors and the open-ended cell none",
+    );
+    const judged = await streamMessages<{ cellId: string }>(
+      Streams.judgeJobs.name,
+      Subjects.judgeJobs.one(run),
+    );
+    assert.deepEqual(
+      judged.map((j) => j.cellId),
+      ["open"],
+    );
+    const cell = await admin.kv.progress.get(ProgressKeys.cell(run, "ready3"));
+    const cp = cell?.json<{ status: string; usage: { costNanoUsd: number } }>();
+    assert.equal(cp?.status, "completed");
+    assert.equal(cp?.usage.costNanoUsd, (await ledgerSum(run, "ready3")).cost);
+  });
+
+  it("a retry voids the earlier attempt's calls: its row counts only its own, billable spend keeps them all", async () => {
+    const run = "retry";
+    await plan(run, [work(run, "c")]);
+    const a0 = [call(run, "c", 0, 3_000), call(run, "c", 0, 4_000)];
+    await publishAll([...a0, result(run, "c", 0, "TIMEOUT")]);
+    await waitFor("attempt 0 landed", async () => {
+      const row = await getAttemptResult(store.db, run, "c");
+      return row?.attempt === 0 && row.totalCostNanoUsd === 7_000;
+    });
+    assert.deepEqual(await getCellStatuses(store.db, run), { running: 1 });
+    assert.equal((await getAttemptResult(store.db, run, "c"))?.exitClass, "retryable_kill");
+
+    const a1 = [call(run, "c", 1, 500)];
+    await publishAll(a1);
+    await waitFor("attempt 0 voided by attempt 1's first call", async () => {
+      const n = await count("SELECT count(*) AS n FROM ledger_calls WHERE run_name = $1 AND voided", [run]);
+      return n === 2;
+    });
+    await publishAll([result(run, "c", 1, "PATCH_READY")]);
+    // A late call of attempt 0 and a redelivered attempt-0 result change nothing about attempt 1.
+    const lateCall = call(run, "c", 0, 8_000);
+    await publishAll([lateCall, result(run, "c", 0, "TIMEOUT")], true);
+    const p = await waitFor("spend of both attempts", async () => {
+      const x = await progress(run);
+      return x?.totalCostNanoUsd === 15_500 && x.completed === 1 ? x : null;
+    });
+    const row = await getAttemptResult(store.db, run, "c");
+    assert.equal(row?.attempt, 1);
+    assert.equal(row?.status, "PATCH_READY");
+    assert.equal(row?.totalCostNanoUsd, 500, "only attempt 1's call counts in its row");
+    assert.equal(row?.billableCostNanoUsd, 15_500, "every call of the cell was spent");
+    assert.equal(row?.retryCount, 1);
+    assert.equal(
+      await count("SELECT count(*) AS n FROM ledger_calls WHERE run_name = $1 AND voided", [run]),
+      3,
+    );
+    assert.equal(p.billableCostNanoUsd, 15_500);
+    const t = await ledgerTotals(store.db, run);
+    assert.deepEqual(t, { nonVoidedNanoUsd: 500, allNanoUsd: 15_500, calls: 4, voidedCalls: 3 });
+    assert.deepEqual(await getCellStatuses(store.db, run), { completed: 1 });
+    // `finished` waits for the grade of the PATCH_READY attempt.
+    assert.equal((await progress(run))?.phase, "running");
+  });
+
+  it("grades and verdicts land on their attempts, then the run finishes with one event", async () => {
+    const run = "scored";
+    const cells = [
+      work(run, "full"),
+      work(run, "partial"),
+      work(run, "infra"),
+      work(run, "open", { track: "open_ended" }),
+    ];
+    await plan(run, cells);
+    await publishAll([
+      ...cells.map((c) => call(run, c.cellId, 0, 10_000)),
+      ...cells.map((c) => result(run, c.cellId, 0, "PATCH_READY")),
+    ]);
+    await waitFor("rows", async () => (await progress(run))?.completed === 4);
+    assert.equal((await progress(run))?.phase, "running", "grades are still awaited");
+    const grade = (
+      cellId: string,
+      status: GradeResult["status"],
+      report: Record<string, unknown>,
+    ): GradeResult => ({
+      type: MessageTypes.gradeResult,
+      run,
+      cellId,
+      attempt: 0,
+      status,
+      resolved: status === "FULL",
+      report,
+      imageDigest: null,
+      graderVersion: "t",
+      cached: false,
+      error: status === "INFRA_FAILURE" ? "docker down" : null,
+      gradedAt: "2026-12-01T00:02:00.000Z",
+    });
+    const tests = (f2p: [number, number], p2p: [number, number]) => ({
+      inst: {
+        patch_is_None: false,
+        patch_exists: true,
+        patch_successfully_applied: true,
+        resolved: false,
+        tests_status: {
+          FAIL_TO_PASS: { success: Array(f2p[0]).fill("t"), failure: Array(f2p[1]).fill("t") },
+          PASS_TO_PASS: { success: Array(p2p[0]).fill("t"), failure: Array(p2p[1]).fill("t") },
+          FAIL_TO_FAIL: { success: [], failure: [] },
+          PASS_TO_FAIL: { success: [], failure: [] },
+        },
+      },
+    });
+    const grades = [
+      grade("full", "FULL", tests([2, 0], [2, 0])),
+      grade("partial", "PARTIAL", tests([1, 1], [1, 1])),
+      grade("infra", "INFRA_FAILURE", {}),
+    ];
+    const verdict: Verdict = {
+      type: MessageTypes.verdict,
+      run,
+      cellId: "open",
+      attempt: 0,
+      score: 0.75,
+      rationale: "mostly right",
+      judgeModel: "judge",
+      costNanoUsd: 123,
+      judgedAt: "2026-12-01T00:03:00.000Z",
+    };
+    for (const g of [...grades, ...grades])
+      await admin.js.publish(Subjects.gradeResults.one(run), JSON.stringify(g));
+    await admin.js.publish(Subjects.judgeResults.one(run), JSON.stringify(verdict));
+    await waitFor("finished", async () => (await progress(run))?.phase === "finished");
+
+    const full = await getAttemptResult(store.db, run, "full");
+    assert.equal(full?.gradeStatus, "FULL");
+    assert.equal(full?.resolved, true);
+    assert.equal(full?.exitClass, "pass");
+    assert.equal(full?.success, 1);
+    assert.ok(full?.gradedAt);
+    assert.deepEqual(Object.keys(full?.gradeReport as object), ["inst"]);
+    const partial = await getAttemptResult(store.db, run, "partial");
+    assert.equal(partial?.exitClass, "fail");
+    assert.equal(partial?.success, 0.5, "2 of 4 expected tests pass");
+    assert.equal(partial?.errorClass, "partial");
+    const infra = await getAttemptResult(store.db, run, "infra");
+    assert.equal(infra?.gradeStatus, "INFRA_FAILURE");
+    assert.notEqual(infra?.exitClass, "fail", "an infrastructure failure is not the model's fail");
+    assert.equal(infra?.resolved, null);
+    assert.equal(infra?.totalCostNanoUsd, 10_000, "the row and its money stay");
+    const open = await getAttemptResult(store.db, run, "open");
+    assert.equal(open?.verdictScore, 0.75);
+    assert.equal((open?.verdict as { rationale?: string } | undefined)?.rationale, "mostly right");
+
+    await new Promise((r) => setTimeout(r, 300));
+    const events = await streamMessages<RunEvent>(Streams.events.name, Subjects.events.run(run));
+    assert.equal(events.filter((e) => e.kind === "finished").length, 1);
+    const p = await progress(run);
+    assert.equal(p?.totalCostNanoUsd, 40_000);
+    assert.equal(p?.completed, 4);
+    assert.equal(p?.pending, 0);
+  });
+
+  it("sustains batched throughput (diagnostic)", async (t) => {
+    const run = "bulk";
+    const n = 2_000;
+    const cells = Array.from({ length: n }, (_, i) => work(run, `b${i}`));
+    await plan(run, cells);
+    const msgs = cells.flatMap((c) => [
+      call(run, c.cellId, 0, 1_000),
+      call(run, c.cellId, 0, 2_000),
+      result(run, c.cellId, 0, "EMPTY_PATCH"),
+    ]);
+    const started = Date.now();
+    await publishAll(msgs);
+    await waitFor("bulk finished", async () => (await progress(run))?.phase === "finished", 120_000);
+    const ms = Date.now() - started;
+    t.diagnostic(`${store.db.kind}: ${msgs.length} messages (${n} attempts, ${2 * n} calls) in ${ms} ms`);
+    const sum = await store.db.query<{ usd: string }>(
+      "SELECT sum(total_cost)::text AS usd FROM run_results WHERE run_name = $1",
+      [run],
+    );
+    assert.equal(usdToNanoNumber(sum.rows[0]?.usd), 3_000 * n);
+  });
+});
