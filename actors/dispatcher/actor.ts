@@ -11,6 +11,7 @@ import { BudgetBook } from "./book.js";
 import { Claims } from "./claims.js";
 import { ControlBoard } from "./control.js";
 import { Dispatcher } from "./dispatcher.js";
+import { livenessCheck, reapOnce } from "./reaper.js";
 import { RunCache } from "./runs.js";
 
 export interface DispatcherOptions {
@@ -28,6 +29,8 @@ export interface DispatcherOptions {
   observeMs?: number;
   exitGraceMs?: number;
   staleClaimMs?: number;
+  /** how often to look for attempts orphaned by a dead replica */
+  reapMs?: number;
   capacityPollMs?: number;
   /** close the backend when the actor stops (default true) */
   closeBackend?: boolean;
@@ -44,7 +47,9 @@ export async function startDispatcher(opts: DispatcherOptions): Promise<Actor> {
   const actor = new Actor("dispatcher", plane, opts.log, opts.id ? { id: opts.id } : {});
   const log = opts.log.child({ actor: "dispatcher", id: actor.id });
   const runs = new RunCache(plane.kv.jobs, plane.kv.progress, db);
+  const alive = livenessCheck(plane.kv.progress);
   const book = new BudgetBook(plane.kv.budgets, (run) => runs.seed(run), log);
+  const claims = new Claims(plane.kv.budgets);
   let control: ControlBoard | undefined;
   const dispatcher = new Dispatcher({
     plane,
@@ -52,10 +57,11 @@ export async function startDispatcher(opts: DispatcherOptions): Promise<Actor> {
     log,
     backend,
     book,
-    claims: new Claims(plane.kv.budgets),
+    claims,
     runs,
     control: () => control!,
     id: actor.id,
+    alive,
     publishEvent: (ev) => actor.publishEvent(ev),
     ...(opts.retryDelaysMs ? { retryDelaysMs: opts.retryDelaysMs } : {}),
     staleClaimMs: opts.staleClaimMs ?? 30_000,
@@ -100,8 +106,23 @@ export async function startDispatcher(opts: DispatcherOptions): Promise<Actor> {
       .catch((err: unknown) => log.warn({ err: String(err) }, "observing tasks failed"));
   }, opts.observeMs ?? 500);
   observer.unref();
+  let reaping = false;
+  const reaper = setInterval(() => {
+    if (reaping) return;
+    reaping = true;
+    reapOnce(
+      { plane, book, claims, dispatcher, control: () => control!, alive, selfId: actor.id, log },
+      actor.signal,
+    )
+      .catch((err: unknown) => log.warn({ err: String(err) }, "looking for orphaned attempts failed"))
+      .finally(() => {
+        reaping = false;
+      });
+  }, opts.reapMs ?? 15_000);
+  reaper.unref();
   void actor.stopped.then(async () => {
     clearInterval(observer);
+    clearInterval(reaper);
     runWatch.stop();
     await control?.stop();
     if (opts.closeBackend !== false) await backend.close().catch(() => {});

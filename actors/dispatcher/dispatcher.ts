@@ -33,6 +33,8 @@ export interface DispatcherDeps {
   runs: RunCache;
   control: () => ControlBoard;
   id: string;
+  /** is the dispatcher replica with this id alive (a fresh heartbeat)? */
+  alive: (id: string) => Promise<boolean>;
   publishEvent: (ev: Omit<RunEvent, "type" | "at">) => Promise<void>;
   /** overrides the seed's 2 s / 4 s / 8 s (tests) */
   retryDelaysMs?: readonly number[];
@@ -59,6 +61,8 @@ const key = (run: string, cell: string, attempt: number) => `${run}\u0000${cell}
 export class Dispatcher {
   /** attempts this process launched and still watches */
   readonly inflight = new Map<string, InFlight>();
+  /** attempts whose backend launch is in progress in this process */
+  private readonly launching = new Set<string>();
 
   constructor(private readonly d: DispatcherDeps) {}
 
@@ -81,7 +85,7 @@ export class Dispatcher {
       if (prev.gen === gen) {
         // A redelivered message: the attempt may be launched already, or its claimant may have died first.
         if (prev.final) return;
-        await this.resumeClaim(w, prev.latest, del);
+        await this.ensureLaunched(w.run, w.cellId, prev.latest, del.signal);
         return;
       }
       const ctx = await this.d.runs.get(w.run);
@@ -143,18 +147,26 @@ export class Dispatcher {
     }
   }
 
-  /** A redelivered cell message whose attempt was claimed: launched → nothing to do; claimant dead → take over. */
-  private async resumeClaim(w: CellWork, attempt: number, del: Delivery<CellWork>): Promise<void> {
-    const c = await this.d.claims.get(w.run, w.cellId, attempt);
-    if (!c || c.claim.launchedAt) return;
-    if (Date.now() - Date.parse(c.claim.at) < this.d.staleClaimMs)
+  /**
+   * An attempt that is claimed: launched → nothing to do; being launched here → nothing to do; its claimant dead
+   * (no heartbeat) or the claim stale → take the claim over (compare-and-set) and launch; else try again later.
+   */
+  async ensureLaunched(run: string, cellId: string, attempt: number, signal: AbortSignal): Promise<void> {
+    const c = await this.d.claims.get(run, cellId, attempt);
+    if (!c || c.claim.launchedAt || this.launching.has(key(run, cellId, attempt))) return;
+    const stale = Date.now() - Date.parse(c.claim.at) >= this.d.staleClaimMs;
+    if (!stale && c.claim.by !== this.d.id && (await this.d.alive(c.claim.by)))
       throw new RetryableError(
         ErrorCode.Conflict,
-        `attempt ${attempt} of ${w.cellId} is being launched elsewhere`,
+        `attempt ${attempt} of ${cellId} is being launched elsewhere`,
       );
     const mine: Claim = { ...c.claim, by: this.d.id, at: new Date().toISOString() };
-    if (!(await this.d.claims.takeOver(w.run, w.cellId, attempt, mine, c.revision))) return;
-    await this.start(w.run, w.cellId, attempt, mine, del.signal);
+    if (!(await this.d.claims.takeOver(run, cellId, attempt, mine, c.revision))) return;
+    this.d.log.info(
+      { run, cellId, attempt, from: c.claim.by },
+      "took over an attempt that was claimed but never launched",
+    );
+    await this.start(run, cellId, attempt, mine, signal);
   }
 
   /** Claim (create fails if it exists) and launch one attempt. */
@@ -169,7 +181,8 @@ export class Dispatcher {
   ): Promise<void> {
     const claim: Claim = { by: this.d.id, gen, base, pool, at: new Date().toISOString() };
     if (!(await this.d.claims.create(run, cellId, attempt, claim))) {
-      this.d.log.debug({ run, cellId, attempt }, "attempt already claimed");
+      // Claimed before (a redelivery, another replica, or our own crash between claim and launch).
+      await this.ensureLaunched(run, cellId, attempt, signal);
       return;
     }
     await this.d.claims.setCell(run, cellId, { gen, base, latest: attempt, final: false, at: claim.at });
@@ -178,16 +191,25 @@ export class Dispatcher {
 
   private async start(run: string, cellId: string, attempt: number, claim: Claim, signal: AbortSignal) {
     const ref: JobRef = { runName: run, cellId, attempt, pool: claim.pool };
-    const [res] = await this.d.backend.launch([ref], signal);
+    const k = key(run, cellId, attempt);
+    this.launching.add(k);
+    let res: Awaited<ReturnType<LaunchBackend["launch"]>>[number] | undefined;
+    try {
+      [res] = await this.d.backend.launch([ref], signal);
+      if (res?.handle) {
+        this.inflight.set(k, { ref, handle: res.handle, base: claim.base });
+        const launched: Claim = {
+          ...claim,
+          handle: res.handle,
+          backend: this.d.backend.name,
+          launchedAt: new Date().toISOString(),
+        };
+        await this.d.claims.launched(run, cellId, attempt, launched);
+      }
+    } finally {
+      this.launching.delete(k);
+    }
     if (res?.handle) {
-      this.inflight.set(key(run, cellId, attempt), { ref, handle: res.handle, base: claim.base });
-      const launched: Claim = {
-        ...claim,
-        handle: res.handle,
-        backend: this.d.backend.name,
-        launchedAt: new Date().toISOString(),
-      };
-      await this.d.claims.launched(run, cellId, attempt, launched);
       await setCellStatus(this.d.db, run, cellId, "running");
       await this.cellProgress(run, cellId, attempt, "running", `launched on ${this.d.backend.name}`);
       return;
@@ -234,19 +256,8 @@ export class Dispatcher {
 
   private async infraRetry(ref: JobRef, base: number, reason: string, signal: AbortSignal): Promise<void> {
     const cls = classifyAttempt("INFRA_RETRYABLE", ref.attempt - base);
-    const active = this.d.control().state(ref.runName) === "active";
-    const final = !cls.retry || !active;
-    await this.d.book.reconcile(ref.runName, {
-      cellId: ref.cellId,
-      attempt: ref.attempt,
-      actualNano: 0,
-      final,
-    });
-    if (final) {
-      const error = active
-        ? `retry_exhausted: infrastructure (${reason})`
-        : this.stopError(ref.runName, reason);
-      await this.finish(ref.runName, ref.cellId, ref.attempt, "failed", error);
+    if (!cls.retry || this.d.control().state(ref.runName) !== "active") {
+      await this.giveUp(ref.runName, ref.cellId, ref.attempt, reason);
       return;
     }
     await this.delay(cls.retryDelayMs, ref.attempt - base, signal);
@@ -260,6 +271,16 @@ export class Dispatcher {
       cur?.claim.gen ?? 0,
       signal,
     );
+  }
+
+  /** Infrastructure retries exhausted (or the run stopped): release the reservation, the cell ends failed. */
+  async giveUp(run: string, cellId: string, attempt: number, reason: string): Promise<void> {
+    await this.d.book.reconcile(run, { cellId, attempt, actualNano: 0, final: true });
+    const error =
+      this.d.control().state(run) === "active"
+        ? `retry_exhausted: infrastructure (${reason})`
+        : this.stopError(run, reason);
+    await this.finish(run, cellId, attempt, "failed", error);
   }
 
   // ---- attempt results --------------------------------------------------------------------------------------
@@ -291,7 +312,11 @@ export class Dispatcher {
         message: `spend exceeded the budget after ${r.cellId} (remaining ${rec.remainingNano} nano-USD)`,
         data: { cellId: r.cellId, remainingNanoUsd: rec.remainingNano },
       });
-    if (superseded) return;
+    if (superseded) {
+      // The next attempt exists; make sure it really started (its launcher may have died in between).
+      if (cell) await this.ensureLaunched(r.run, r.cellId, cell.latest, del.signal);
+      return;
+    }
     if (final) {
       if (state === "cancelled") await this.finish(r.run, r.cellId, r.attempt, "failed", CANCELLED_ERROR);
       else if (!cls.final)

@@ -43,6 +43,8 @@ interface SimTask {
   stop?: StopClass;
   abort: AbortController;
   stopReason?: string;
+  /** closed with the backend: publish nothing */
+  silent?: boolean;
 }
 
 type ShimModule = typeof import("../../../shim/proxy/index.js");
@@ -107,8 +109,12 @@ export class SimBackend implements LaunchBackend {
     }
   }
 
+  /** Like a crash: running attempts vanish without a result (stop() is the polite way, with one). */
   async close(): Promise<void> {
-    for (const t of this.tasks.values()) t.abort.abort();
+    for (const t of this.tasks.values()) {
+      t.silent = true;
+      t.abort.abort();
+    }
     await Promise.allSettled([...this.running]);
     const p = await this.provider?.catch(() => undefined);
     await p?.close();
@@ -144,6 +150,7 @@ export class SimBackend implements LaunchBackend {
     } catch (err) {
       if (!signal.aborted) throw err;
     }
+    if (task.silent) return;
     if (signal.aborted) {
       status = "HARNESS_ERROR";
       errorMessage = `stopped: ${task.stopReason ?? "stop requested"}`;

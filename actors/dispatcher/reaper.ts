@@ -1,0 +1,95 @@
+import type { KV } from "@nats-io/kv";
+import type { Logger } from "../../protocol/log.js";
+import type { Heartbeat } from "../../protocol/messages.js";
+import { classifyAttempt } from "../../protocol/retry.js";
+import { ProgressKeys } from "../../protocol/subjects.js";
+import { Consumers } from "../../protocol/topology.js";
+import type { Plane } from "../runtime/connect.js";
+import type { BudgetBook } from "./book.js";
+import type { Claims } from "./claims.js";
+import type { ControlBoard } from "./control.js";
+import type { Dispatcher } from "./dispatcher.js";
+
+/** A replica is alive while its heartbeat (every 5 s) is fresh and it has not said it stopped. */
+export function livenessCheck(progress: KV, maxAgeMs = 20_000): (id: string) => Promise<boolean> {
+  return async (id) => {
+    const e = await progress.get(ProgressKeys.actor("dispatcher", id)).catch(() => null);
+    if (!e || e.length === 0) return false;
+    const hb = e.json<Heartbeat>();
+    return hb.state !== "stopped" && hb.state !== "failed" && Date.now() - Date.parse(hb.at) < maxAgeMs;
+  };
+}
+
+export interface ReaperDeps {
+  plane: Plane;
+  book: BudgetBook;
+  claims: Claims;
+  dispatcher: Dispatcher;
+  control: () => ControlBoard;
+  alive: (id: string) => Promise<boolean>;
+  selfId: string;
+  log: Logger;
+  /** cells looked at per pass */
+  maxCells?: number;
+}
+
+/**
+ * Attempts orphaned by a dispatcher replica that died: its launched attempt holds a reservation, but nobody watches
+ * the task (a sim attempt died with it; a local process may be gone). When the attempt's claimant has no fresh
+ * heartbeat and no result is waiting in the stream, the next attempt is launched — an infrastructure retry, never
+ * the model's failure. The orphan's own result, should it still come, is then superseded: its cost is reconciled
+ * and nothing else. Claims keep two reapers from launching the same attempt.
+ */
+export async function reapOnce(d: ReaperDeps, signal: AbortSignal): Promise<number> {
+  const info = await d.plane.jsm.consumers.info(
+    Consumers.dispatcherAttempts.stream,
+    Consumers.dispatcherAttempts.durable,
+  );
+  // Results not yet delivered may be exactly the ones the orphans published: wait for the stream to drain first.
+  if (info.num_pending > 0) return 0;
+  const runs: string[] = [];
+  for await (const k of await d.plane.kv.budgets.keys("run.*")) runs.push(k);
+  let looked = 0;
+  let reaped = 0;
+  const liveness = new Map<string, boolean>();
+  const alive = async (id: string) => {
+    if (id === d.selfId) return true;
+    let v = liveness.get(id);
+    if (v === undefined) {
+      v = await d.alive(id);
+      liveness.set(id, v);
+    }
+    return v;
+  };
+  for (const k of runs) {
+    const e = await d.plane.kv.budgets.get(k);
+    if (!e || e.length === 0) continue;
+    const state = e.json<{ run: string; open: Record<string, { p: string }> }>();
+    if (d.control().state(state.run) !== "active") continue;
+    for (const [cellId, open] of Object.entries(state.open)) {
+      if (signal.aborted || ++looked > (d.maxCells ?? 5_000)) return reaped;
+      const cell = await d.claims.cell(state.run, cellId);
+      if (!cell || cell.final) continue;
+      const c = await d.claims.get(state.run, cellId, cell.latest);
+      if (!c?.claim.launchedAt || (await alive(c.claim.by))) continue;
+      const cls = classifyAttempt("INFRA_RETRYABLE", cell.latest - c.claim.base);
+      d.log.warn(
+        { run: state.run, cellId, attempt: cell.latest, owner: c.claim.by, retry: cls.retry },
+        "attempt orphaned by a dead dispatcher",
+      );
+      if (cls.retry)
+        await d.dispatcher.launchAttempt(
+          state.run,
+          cellId,
+          open.p,
+          cell.latest + 1,
+          c.claim.base,
+          c.claim.gen,
+          signal,
+        );
+      else await d.dispatcher.giveUp(state.run, cellId, cell.latest, "its dispatcher died");
+      reaped++;
+    }
+  }
+  return reaped;
+}
