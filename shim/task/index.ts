@@ -2,14 +2,8 @@ export { goldFixFiles, libraryFixes } from "./gold.js";
 export { fetchJob, type TaskJob } from "./job.js";
 export { type CollectedPatch, collectPatch } from "./patch.js";
 export { readTaskRef, type TaskRef } from "./ref.js";
-export {
-  attemptStatus,
-  HARNESS_DUMMY_KEY,
-  type RunTaskOptions,
-  runPriceTable,
-  runTask,
-  usdToNanoUsd,
-} from "./run.js";
+export { attemptStatus, exitProblems, runPriceTable, usdToNanoUsd } from "./result.js";
+export { HARNESS_DUMMY_KEY, type RunTaskOptions, runTask } from "./run.js";
 export { type HarnessExit, superviseHarness } from "./supervise.js";
 export {
   type AttemptDirs,

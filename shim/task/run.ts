@@ -6,28 +6,33 @@
 import { rm } from "node:fs/promises";
 import path from "node:path";
 import { openPlane, type Plane } from "../../actors/runtime/connect.js";
-import type { ModelSpec, RunConfig } from "../../protocol/config.js";
 import { ErrorCode, EvalfleetError } from "../../protocol/errors.js";
 import { type Logger, silentLogger } from "../../protocol/log.js";
 import {
   type AttemptResult,
   AttemptResultSchema,
-  type AttemptStatus,
   type LedgerCall,
   MessageTypes,
-  type Usage,
 } from "../../protocol/messages.js";
 import type { Pacer } from "../../protocol/pacer.js";
 import { redactSecrets, sanitizeOutput } from "../../protocol/redact.js";
 import { BlobNames, Subjects } from "../../protocol/subjects.js";
-import { type ModelPrice, PriceTable } from "../../providers/pricing.js";
 import { buildPrompt } from "../adapters/common.js";
 import { adapterFor } from "../adapters/index.js";
 import type { HarnessReport } from "../adapters/types.js";
-import { type RetryPolicy, type ShimHandle, type ShimTotals, startShim } from "../proxy/index.js";
-import { fetchJob, type TaskJob } from "./job.js";
+import { type RetryPolicy, type ShimHandle, startShim } from "../proxy/index.js";
+import { fetchJob } from "./job.js";
 import { type CollectedPatch, collectPatch } from "./patch.js";
 import type { TaskRef } from "./ref.js";
+import {
+  attemptStatus,
+  exitProblems,
+  modelId,
+  runPriceTable,
+  usageOf,
+  usdToNanoUsd,
+  withRetries,
+} from "./result.js";
 import { type HarnessExit, superviseHarness } from "./supervise.js";
 import { buildTrajectory, countToolCalls } from "./trajectory.js";
 import { attemptDirs, defaultMirrorRoot, defaultWorkRoot, prepareWorkdir } from "./workdir.js";
@@ -69,62 +74,6 @@ const SECRET_ENV = [
   "CLAUDE_CODE_OAUTH_TOKEN",
 ];
 
-/** USD (a config number) → integer nano-USD, through its decimal text so 0.1 is exactly 100_000_000. */
-export function usdToNanoUsd(usd: number): bigint {
-  const m = /^(\d+)(?:\.(\d{1,9}))?\d*$/.exec(usd.toFixed(12).replace(/0+$/, "").replace(/\.$/, ""));
-  if (!m) return BigInt(Math.round(usd * 1e9));
-  return BigInt(m[1] as string) * 1_000_000_000n + BigInt((m[2] ?? "").padEnd(9, "0") || "0");
-}
-
-/** The run's config prices over the default table, keyed by the id the harness sends. */
-export function runPriceTable(config: RunConfig): { prices: PriceTable; aliases: Record<string, string> } {
-  const overrides: Record<string, Partial<ModelPrice>> = {};
-  const aliases: Record<string, string> = {};
-  for (const m of config.models) {
-    if (m.alias && m.alias !== m.name) aliases[m.alias] = m.name;
-    const p = m.prices;
-    if (!p) continue;
-    const entry: Partial<ModelPrice> = { input: p.input_per_mtok, output: p.output_per_mtok };
-    if (p.cache_read_per_mtok !== undefined) entry.cacheRead = p.cache_read_per_mtok;
-    if (p.cache_write_per_mtok !== undefined) entry.cacheWrite5m = p.cache_write_per_mtok;
-    if (p.cache_write_1h_per_mtok !== undefined) entry.cacheWrite1h = p.cache_write_1h_per_mtok;
-    overrides[m.name] = entry;
-  }
-  return { prices: new PriceTable(overrides), aliases };
-}
-
-function modelId(m: ModelSpec): string {
-  return m.alias ?? m.name;
-}
-
-function usageOf(t: ShimTotals | null): Usage {
-  return {
-    inputTokens: t?.inputTokens ?? 0,
-    outputTokens: t?.outputTokens ?? 0,
-    cacheReadTokens: t?.cacheReadTokens ?? 0,
-    cacheWriteTokens: t?.cacheWriteTokens ?? 0,
-    reasoningTokens: t?.reasoningTokens ?? 0,
-    costNanoUsd: t?.costNanoUsd ?? 0,
-    calls: t?.calls ?? 0,
-  };
-}
-
-/** The seed's order: a cap beats everything (the session was ended for it), then a timeout, then how it exited. */
-export function attemptStatus(
-  cap: ShimTotals["capReason"],
-  exit: HarnessExit | null,
-  report: HarnessReport | null,
-  patchBytes: number,
-): AttemptStatus {
-  if (cap === "budget_exceeded") return "BUDGET_EXCEEDED";
-  if (cap === "max_turns_exceeded") return "MAX_TURNS_EXCEEDED";
-  if (!exit) return "HARNESS_ERROR";
-  if (exit.stoppedFor === "timeout") return "TIMEOUT";
-  if (report?.status === "MAX_TURNS_EXCEEDED") return "MAX_TURNS_EXCEEDED";
-  if (exit.stoppedFor === "cancel" || exit.spawnError || exit.exitCode !== 0) return "HARNESS_ERROR";
-  return patchBytes > 0 ? "PATCH_READY" : "EMPTY_PATCH";
-}
-
 function errorText(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
 }
@@ -160,9 +109,8 @@ export async function runTask(ref: TaskRef, opts: RunTaskOptions = {}): Promise<
   else opts.signal?.addEventListener("abort", onAbort, { once: true });
   unsubscribes.push(() => opts.signal?.removeEventListener("abort", onAbort));
   try {
-    let job: TaskJob | undefined;
     try {
-      job = await fetchJob(plane.kv.jobs, ref);
+      const job = await fetchJob(plane.kv.jobs, ref);
       const upstream = opts.upstream ?? env.EVALFLEET_UPSTREAM_URL;
       const runKey = opts.runKey ?? env.EVALFLEET_RUN_KEY;
       if (!upstream) throw new EvalfleetError(ErrorCode.InvalidConfig, "EVALFLEET_UPSTREAM_URL is not set");
@@ -274,18 +222,8 @@ export async function runTask(ref: TaskRef, opts: RunTaskOptions = {}): Promise<
         trajectoryText = (await buildTrajectory(calls, [], secrets)).text;
     }
     const totals = shim?.totals() ?? null;
-    if (exit?.spawnError) errors.push(`harness did not start: ${exit.spawnError}`);
-    if (exit?.stoppedFor === "timeout")
-      errors.push(`harness timed out after ${Math.round(exit.durationMs / 1000)} s`);
-    if (exit?.stoppedFor === "cancel") errors.push(`harness stopped: ${cancelDetail ?? "cancelled"}`);
-    if (exit && !exit.stoppedFor && !exit.spawnError && exit.exitCode !== 0)
-      errors.push(
-        `harness exited with ${exit.exitCode === null ? `signal ${exit.signal}` : `code ${exit.exitCode}`}`,
-      );
-    const status =
-      errors.length > 0 && !exit
-        ? "HARNESS_ERROR"
-        : attemptStatus(totals?.capReason ?? null, exit, report, patch?.bytes.length ?? 0);
+    errors.push(...exitProblems(exit, cancelDetail));
+    const status = attemptStatus(totals?.capReason ?? null, exit, report, patch?.bytes.length ?? 0);
     if (totals?.capReason) errors.unshift(`cap reached: ${totals.capReason}`);
     const stdout = sanitizeOutput(exit?.stdout ?? "", secrets);
     const stderr = sanitizeOutput(exit?.stderr ?? "", secrets);
@@ -312,12 +250,17 @@ export async function runTask(ref: TaskRef, opts: RunTaskOptions = {}): Promise<
       latencyMs: finishedAt.getTime() - startedAt.getTime(),
       timeToFirstAttemptMs: null,
     });
-    await plane.js.publish(Subjects.attempts.one(ref.run, ref.cell), JSON.stringify(attempt), {
-      msgID: `${ref.run}/${ref.cell}/${ref.attempt}`,
-    });
+    // The msgID makes a retried publish (an ack lost on the way back) land once.
+    await withRetries(() =>
+      plane.js.publish(Subjects.attempts.one(ref.run, ref.cell), JSON.stringify(attempt), {
+        msgID: `${ref.run}/${ref.cell}/${ref.attempt}`,
+      }),
+    );
     log.info({ run: ref.run, cell: ref.cell, attempt: ref.attempt, status }, "attempt result published");
     return attempt;
   } finally {
+    // Never leave a harness behind, whatever threw (a no-op once it has exited).
+    stopHarness?.("cancel");
     for (const u of unsubscribes) u();
     await shim?.close().catch(() => {});
     if (!(opts.keepWorkdir ?? env.EVALFLEET_KEEP_WORKDIR === "1"))
@@ -335,7 +278,7 @@ async function store(
   const name = (f: Parameters<typeof BlobNames.attempt>[3]) =>
     BlobNames.attempt(ref.run, ref.cell, ref.attempt, f);
   const put = async (f: Parameters<typeof BlobNames.attempt>[3], data: Uint8Array): Promise<string> => {
-    await plane.blobs.putBlob({ name: name(f) }, data);
+    await withRetries(() => plane.blobs.putBlob({ name: name(f) }, data));
     return name(f);
   };
   const patchRef = b.patch && b.patch.bytes.length > 0 ? await put("patch.diff", b.patch.bytes) : null;
