@@ -21,6 +21,9 @@ export function passAtK(n: number, c: number, k: number): number {
     throw new RangeError(`passAtK needs integers 0 <= c <= n and k >= 1 (n=${n}, c=${c}, k=${k})`);
   if (k > n) return Number.NaN;
   if (n - c < k) return 1;
+  if (c === 0) return 0;
+  // k = 1 is the plain success fraction; computed directly so it is exact.
+  if (k === 1) return c / n;
   let notAll = 1;
   for (let i = n - c + 1; i <= n; i++) notAll *= 1 - k / i;
   return 1 - notAll;
@@ -54,8 +57,11 @@ export function wilson(successes: number, trials: number, z = Z95): { low: numbe
   const denom = 1 + z2 / trials;
   const centre = (p + z2 / (2 * trials)) / denom;
   const half = (z / denom) * Math.sqrt((p * (1 - p)) / trials + z2 / (4 * trials * trials));
-  // Clamp float dust at the ends (p = 0 or 1 gives exactly 0 / 1 in exact arithmetic).
-  return { low: Math.max(0, centre - half), high: Math.min(1, centre + half) };
+  // At p = 0 or 1 the bound is exactly 0 / 1 in exact arithmetic; floats leave dust there.
+  return {
+    low: successes === 0 ? 0 : Math.max(0, centre - half),
+    high: successes === trials ? 1 : Math.min(1, centre + half),
+  };
 }
 
 /** Median of the finite numbers given (mean of the middle two for an even count); null when there are none. */
