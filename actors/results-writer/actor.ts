@@ -25,6 +25,8 @@ export interface ResultsWriterOptions {
   /** Messages per batch (one transaction each) and how long a partial batch waits. */
   batchSize?: number;
   batchWaitMs?: number;
+  /** Concurrent batches per high-volume feed (attempts, ledger); default 1 (more helps only with spare database cores). */
+  pipelines?: number;
   /** Each run's progress key is written at most once per this interval. */
   progressIntervalMs?: number;
   /** `finished` waits for enqueued grades and verdicts (default true). */
@@ -81,10 +83,14 @@ export async function startResultsWriter(opts: ResultsWriterOptions): Promise<Ac
       onPoison: (raw, subject, err) => poisonEvent(actor, what, raw, subject, err),
     });
   };
-  await feed(Consumers.resultsWriterAttempts, AttemptResultSchema, "attempt result", (b) =>
-    landAttempts(ctx, b),
-  );
-  await feed(Consumers.resultsWriterLedger, LedgerCallSchema, "ledger call", (b) => landLedger(ctx, b));
+  // The two high-volume feeds can pull with several subscriptions, so one batch commits while the next is being
+  // read and prepared; per-cell locks keep concurrent batches correct.
+  for (let i = 0; i < (opts.pipelines ?? 1); i++) {
+    await feed(Consumers.resultsWriterAttempts, AttemptResultSchema, "attempt result", (b) =>
+      landAttempts(ctx, b),
+    );
+    await feed(Consumers.resultsWriterLedger, LedgerCallSchema, "ledger call", (b) => landLedger(ctx, b));
+  }
   await feed(Consumers.resultsWriterGrades, GradeResultSchema, "grade result", (b) => landGrades(ctx, b));
   await feed(Consumers.resultsWriterVerdicts, VerdictSchema, "verdict", (b) => landVerdicts(ctx, b));
   return actor;

@@ -518,7 +518,8 @@ describe("results-writer", () => {
     assert.equal(p?.pending, 0);
   });
 
-  it("sustains batched throughput (diagnostic)", async (t) => {
+  it("two replicas land a bulk run with totals that match the ledger (throughput diagnostic)", async (t) => {
+    await writer("rw-c"); // a second replica sharing the durable consumers
     const run = "bulk";
     const n = 2_000;
     const cells = Array.from({ length: n }, (_, i) => work(run, `b${i}`));
