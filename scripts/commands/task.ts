@@ -1,4 +1,6 @@
 import type { Command } from "commander";
+import { openPlane } from "../../actors/runtime/connect.js";
+import { FleetPacer } from "../../pacer/index.js";
 import { createLogger } from "../../protocol/log.js";
 import { readTaskRef } from "../../shim/task/ref.js";
 import { runTask } from "../../shim/task/run.js";
@@ -35,13 +37,33 @@ export function register(program: Command): void {
       const onSignal = (sig: NodeJS.Signals) => stop.abort(sig);
       process.once("SIGTERM", onSignal);
       process.once("SIGINT", onSignal);
-      const result = await runTask(ref, {
-        signal: stop.signal,
-        logger: createLogger({ name: "task" }),
-        ...(flags.upstream ? { upstream: flags.upstream } : {}),
-        ...(flags.workdir ? { workRoot: flags.workdir } : {}),
-        ...(flags.keepWorkdir ? { keepWorkdir: true } : {}),
-      });
+      const logger = createLogger({ name: "task" });
+      const plane = await openPlane({ name: `task-${ref.run}-${ref.cell}-${ref.attempt}` });
+      // EVALFLEET_PACER=fleet: admission from the pool's fleet pacer over NATS (EVALFLEET_PACER_OWN=1 lets this
+      // process own a pool no one owns); otherwise the shim admits every call and the gateway paces.
+      const pacer =
+        process.env.EVALFLEET_PACER === "fleet"
+          ? await FleetPacer.open({
+              nc: plane.nc,
+              canOwn: process.env.EVALFLEET_PACER_OWN === "1",
+              log: logger,
+            })
+          : undefined;
+      let result: Awaited<ReturnType<typeof runTask>>;
+      try {
+        result = await runTask(ref, {
+          plane,
+          signal: stop.signal,
+          logger,
+          ...(pacer ? { pacer } : {}),
+          ...(flags.upstream ? { upstream: flags.upstream } : {}),
+          ...(flags.workdir ? { workRoot: flags.workdir } : {}),
+          ...(flags.keepWorkdir ? { keepWorkdir: true } : {}),
+        });
+      } finally {
+        await pacer?.close();
+        await plane.close();
+      }
       process.stdout.write(
         `${JSON.stringify({ run: ref.run, cell: ref.cell, attempt: ref.attempt, status: result.status, costNanoUsd: result.usage.costNanoUsd })}\n`,
       );

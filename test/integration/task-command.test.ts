@@ -110,7 +110,12 @@ describe("harness task with command harnesses", { timeout: 110_000 }, () => {
   });
 
   test("`evalfleet task` takes the job reference from the environment, publishes, exits 0", async () => {
-    const cell = await rig.plan(commandRun("cmd-cli", "echo hello > hello.txt"));
+    const script = [
+      'curl -sf "$OPENAI_BASE_URL/chat/completions" -H "authorization: Bearer $OPENAI_API_KEY"',
+      ` -H "content-type: application/json" -d '{"model":"gpt-5-mini","messages":[{"role":"user","content":"hi"}]}'`,
+      " && echo hello > hello.txt",
+    ].join("");
+    const cell = await rig.plan(commandRun("cmd-cli", script));
     const child = spawn(process.execPath, ["--import", "tsx", "scripts/cli.ts", "task"], {
       env: {
         PATH: process.env.PATH ?? "",
@@ -121,6 +126,9 @@ describe("harness task with command harnesses", { timeout: 110_000 }, () => {
         EVALFLEET_WORKDIR: rig.workRoot,
         EVALFLEET_GIT_MIRRORS: rig.mirrorRoot,
         EVALFLEET_LOG_LEVEL: "warn",
+        // admission through the fleet pacer, this process owning the pool
+        EVALFLEET_PACER: "fleet",
+        EVALFLEET_PACER_OWN: "1",
         [JobRefEnv.run]: "cmd-cli",
         [JobRefEnv.cell]: cell,
         [JobRefEnv.attempt]: "4",
@@ -140,7 +148,8 @@ describe("harness task with command harnesses", { timeout: 110_000 }, () => {
     assert.match(out, /"status":"PATCH_READY"/);
     const r = await rig.published("cmd-cli", cell);
     assert.equal(r.attempt, 4);
-    assert.equal(r.status, "PATCH_READY");
+    assert.equal(r.status, "PATCH_READY", r.errorMessage ?? "");
+    assert.equal(r.usage.calls, 1);
     assert.match((await rig.blob(r.patchRef!)) ?? "", /\+hello/);
   });
 
