@@ -273,12 +273,14 @@ export function eta(
   samples: readonly { atMs: number; done: number }[],
   remaining: number,
   windowMs = 120_000,
+  minSpanMs = 5_000,
 ): { rate: number | null; etaMs: number | null } {
   const last = samples[samples.length - 1];
   if (!last) return { rate: null, etaMs: null };
   const first = samples.find((s) => s.atMs >= last.atMs - windowMs) ?? last;
   const dt = last.atMs - first.atMs;
-  const rate = dt > 0 ? ((last.done - first.done) * 1000) / dt : null;
+  // Two samples milliseconds apart give a meaningless rate: wait for a few seconds of history.
+  const rate = dt >= minSpanMs ? ((last.done - first.done) * 1000) / dt : null;
   if (remaining === 0) return { rate, etaMs: 0 };
   return { rate, etaMs: rate && rate > 0 ? (remaining / rate) * 1000 : null };
 }

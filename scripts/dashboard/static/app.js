@@ -21,6 +21,7 @@ const pct = (x) => (x === null || x === undefined ? "—" : `${(x * 100).toFixed
 const int = (x) => Number(x || 0).toLocaleString("en-US");
 const dur = (ms) => {
   if (ms === null || ms === undefined || !Number.isFinite(ms)) return "—";
+  if (ms < 10000) return `${(ms / 1000).toFixed(ms < 1000 ? 2 : 1)}s`;
   const s = Math.round(ms / 1000);
   if (s < 60) return `${s}s`;
   if (s < 3600) return `${Math.floor(s / 60)}m ${s % 60}s`;
@@ -125,7 +126,9 @@ function renderSummary(s) {
   const done = s.completed + s.failed + s.skipped;
   samples.push({ at: Date.now(), done });
   const first = samples.find((x) => x.at >= Date.now() - 120000) ?? samples[0];
-  const rate = (done - first.done) / Math.max(0.001, (Date.now() - first.at) / 1000);
+  // A rate needs a few seconds of history: two samples milliseconds apart say nothing.
+  const span = (Date.now() - first.at) / 1000;
+  const rate = span >= 5 ? (done - first.done) / span : 0;
   const left = s.pending + s.running;
   const terminal = ["finished", "cancelled", "rejected"].includes(s.phase);
   $("live-eta").textContent = terminal ? "done" : rate > 0 ? dur((left / rate) * 1000) : "—";
@@ -155,7 +158,7 @@ function renderPacer(pools) {
 
 function layout() {
   const n = grid.ids.length;
-  grid.size = n <= 400 ? 16 : n <= 2000 ? 10 : n <= 8000 ? 7 : 5;
+  grid.size = n <= 200 ? 22 : n <= 1000 ? 14 : n <= 4000 ? 9 : n <= 10000 ? 7 : 5;
   const width = $("grid-wrap").clientWidth - 14;
   grid.cols = Math.max(1, Math.floor(width / grid.size));
   const canvas = $("grid");
@@ -230,8 +233,8 @@ $("grid").addEventListener("mousemove", (ev) => {
   }
   tip.hidden = false;
   tip.textContent = `${grid.ids[i]} · ${NAMES[grid.st[i]]} · attempt ${grid.attempts[i]} · ${usd(grid.cost[i])}`;
-  tip.style.left = `${ev.offsetX + 14}px`;
-  tip.style.top = `${ev.offsetY + 10}px`;
+  tip.style.left = `${ev.clientX + 14}px`;
+  tip.style.top = `${ev.clientY + 10}px`;
 });
 $("grid").addEventListener("mouseleave", () => {
   $("tip").hidden = true;

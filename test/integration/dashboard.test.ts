@@ -1,0 +1,345 @@
+import assert from "node:assert/strict";
+import { existsSync } from "node:fs";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { after, before, describe, it } from "node:test";
+import { type BrowserContext, chromium, type Page } from "playwright-core";
+import { openPlane, type Plane } from "../../actors/runtime/connect.js";
+import { type CellProgress, MessageTypes, type RunProgress } from "../../protocol/messages.js";
+import { BlobNames, ProgressKeys, StateKeys } from "../../protocol/subjects.js";
+import { type Dashboard, startDashboard } from "../../scripts/dashboard/server.js";
+import { insertPendingCells } from "../../store/results.js";
+import { type FreshDb, freshDb } from "../helpers/db.js";
+import { startNats, type TestNats } from "../helpers/nats.js";
+import { cellId, RUN, seedReportRun, TASKS } from "./report-seed.js";
+
+const CHROMIUM = "/usr/bin/chromium";
+export const SCREENSHOT = path.join(tmpdir(), "evalfleet-dashboard.png");
+export const SCREENSHOT_DRILL = path.join(tmpdir(), "evalfleet-dashboard-drill.png");
+export const SCREENSHOT_BIG = path.join(tmpdir(), "evalfleet-dashboard-20k.png");
+
+const usage = (costNanoUsd: number, inputTokens = 0) => ({
+  inputTokens,
+  outputTokens: 0,
+  cacheReadTokens: 0,
+  cacheWriteTokens: 0,
+  reasoningTokens: 0,
+  costNanoUsd,
+  calls: 1,
+});
+
+function cellKey(run: string, cell: string, status: CellProgress["status"], cost = 0): [string, string] {
+  const v: CellProgress = {
+    type: MessageTypes.cellProgress,
+    run,
+    cellId: cell,
+    attempt: 0,
+    status,
+    usage: usage(cost, 1000),
+    turns: 3,
+    pacerWaitMs: 40,
+    updatedAt: new Date().toISOString(),
+  };
+  return [ProgressKeys.cell(run, cell), JSON.stringify(v)];
+}
+
+function runKey(p: Partial<RunProgress> & Pick<RunProgress, "run">): string {
+  const v: RunProgress = {
+    type: MessageTypes.runProgress,
+    phase: "running",
+    message: "",
+    totalCells: 0,
+    completed: 0,
+    failed: 0,
+    skipped: 0,
+    running: 0,
+    pending: 0,
+    totalCostNanoUsd: 0,
+    billableCostNanoUsd: 0,
+    budgetNanoUsd: null,
+    updatedAt: new Date().toISOString(),
+    ...p,
+  };
+  return JSON.stringify(v);
+}
+
+/** What the page exposes to the test; Node's types have no DOM, so the page's globals are described here. */
+interface PageGlobals {
+  __grid: { ids: string[]; st: string[]; index: Map<string, number>; cols: number; size: number };
+  document: {
+    getElementById(id: string): {
+      textContent: string | null;
+      getBoundingClientRect(): { left: number; top: number };
+    } | null;
+  };
+}
+
+async function sql(f: FreshDb, q: string, params: unknown[] = [RUN]): Promise<number> {
+  const r = await f.db.query<{ v: string | number | null }>(q, params);
+  return Number(r.rows[0]?.v ?? 0);
+}
+
+const nanoOf = async (page: Page, sel: string) => Number(await page.locator(sel).getAttribute("data-nano"));
+
+describe("dashboard in headless Chromium", () => {
+  let nats: TestNats;
+  let f: FreshDb;
+  let plane: Plane;
+  let dash: Dashboard;
+  let browser: BrowserContext;
+  let profile: string;
+  let cells: string[];
+  let page: Page;
+
+  before(async () => {
+    if (!existsSync(CHROMIUM))
+      assert.fail(
+        `${CHROMIUM} is missing: install Debian's Chromium with \`apt-get update && apt-get install -y chromium\``,
+      );
+    nats = await startNats();
+    f = await freshDb("dashboard");
+    plane = await openPlane({ servers: nats.url, name: "dashboard-test" });
+    ({ cells } = await seedReportRun(f.db));
+    // One attempt's patch lives in the object store, as the task entrypoint leaves it.
+    const withBlob = cellId("h-alpha", TASKS[0], 0);
+    const ref = BlobNames.attempt(RUN, withBlob, 0, "patch.diff");
+    await plane.blobs.putBlob(
+      { name: ref },
+      new TextEncoder().encode("diff --git a/blob b/blob\n+from the object store\n"),
+    );
+    await f.db.query("UPDATE run_results SET patch_ref = $3 WHERE run_name = $1 AND cell_id = $2", [
+      RUN,
+      withBlob,
+      ref,
+    ]);
+    dash = await startDashboard({ plane, db: f.db, port: 0, flushMs: 100 });
+    profile = await mkdtemp(path.join(tmpdir(), "ef-chromium-"));
+    // A fresh profile per run; Playwright takes it as the persistent context's directory (--user-data-dir).
+    browser = await chromium.launchPersistentContext(profile, {
+      executablePath: CHROMIUM,
+      headless: true,
+      viewport: { width: 1360, height: 1000 },
+      args: [
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+      ],
+    });
+  });
+  after(async () => {
+    await browser?.close();
+    await dash?.close();
+    await plane?.close();
+    await f?.cleanup();
+    await nats?.cleanup();
+    if (profile) await rm(profile, { recursive: true, force: true });
+  });
+
+  it("shows live figures from KV and results equal to sums over the database; updates live; drills down", async () => {
+    // Live state as the plane writes it: two cells still running, the rest done, money as the results-writer sums it.
+    const total = await sql(f, "SELECT sum(cost_nano_usd)::text AS v FROM ledger_calls WHERE run_name = $1");
+    const billable = await sql(
+      f,
+      `SELECT sum(l.cost_nano_usd)::text AS v FROM ledger_calls l LEFT JOIN run_results r
+          ON r.run_name = l.run_name AND r.cell_id = l.cell_id
+        WHERE l.run_name = $1 AND r.cost_mode IS DISTINCT FROM 'subscription'`,
+    );
+    const running = cells.slice(-2);
+    for (const c of cells)
+      await plane.kv.progress.put(
+        ...cellKey(RUN, c, running.includes(c) ? "running" : "completed", 1_000_000),
+      );
+    await plane.kv.progress.put(
+      ProgressKeys.run(RUN),
+      runKey({
+        run: RUN,
+        totalCells: cells.length,
+        completed: cells.length - 2,
+        running: 2,
+        totalCostNanoUsd: total,
+        billableCostNanoUsd: billable,
+        budgetNanoUsd: 5_000_000_000,
+        pools: { "h-alpha__m-x": { fleetSize: 8 }, "h-beta__m-x": { fleetSize: 4 } },
+      }),
+    );
+    await plane.kv.pacer.put(
+      StateKeys.pacerPool("h-alpha__m-x"),
+      JSON.stringify({
+        v: 1,
+        owner: "owner-1",
+        inbox: "_INBOX.x",
+        heartbeatWallMs: Date.now() + 60_000,
+        checkpoint: {
+          limits: { requestsPerMinute: 50, inputTokensPerMinute: 40000 },
+          pausedUntilWallMs: 0,
+          overloadStreak: 0,
+        },
+        stats: { settledCalls: 42, inputTokens: 1, outputTokens: 1, outputTokensP95: 512 },
+      }),
+    );
+    await new Promise((r) => setTimeout(r, 300)); // the dashboard's watch folds the puts
+
+    page = await browser.newPage();
+    await page.goto(`${dash.url}#${encodeURIComponent(RUN)}`);
+    await page.waitForFunction(
+      (n) => (globalThis as unknown as PageGlobals).__grid.ids.length === n,
+      cells.length,
+    );
+
+    // Live (KV) figures.
+    assert.equal(await page.locator("#live-completed").textContent(), String(cells.length - 2));
+    assert.equal(await page.locator("#live-running").textContent(), "2");
+    assert.equal(await nanoOf(page, "#live-total-cost"), total);
+    assert.equal(await nanoOf(page, "#live-billable"), billable);
+    assert.equal(await page.locator("#live-cap").textContent(), "$5.0000");
+    assert.match((await page.locator("#live-fleet").textContent()) ?? "", /h-alpha__m-x8/);
+    assert.match(
+      (await page.locator("#pacer tbody").textContent()) ?? "",
+      /h-alpha__m-xalive.*requestsPerMinute=50.*42512/,
+    );
+
+    // Results (PostgreSQL) figures equal sums over the database.
+    await page.waitForSelector("#db-total-cost");
+    assert.equal(await nanoOf(page, "#db-total-cost"), total);
+    assert.equal(await nanoOf(page, "#db-billable"), billable);
+    assert.equal(
+      await nanoOf(page, "#db-retried"),
+      await sql(f, "SELECT sum(cost_nano_usd)::text AS v FROM ledger_calls WHERE run_name = $1 AND voided"),
+    );
+    assert.equal(
+      Number(await page.locator("#db-resolved").textContent()),
+      await sql(f, "SELECT count(*) AS v FROM run_results WHERE run_name = $1 AND resolved"),
+    );
+    assert.equal(
+      Number(await page.locator("#db-calls").textContent()),
+      await sql(f, "SELECT count(*) AS v FROM ledger_calls WHERE run_name = $1"),
+    );
+    assert.equal(await page.locator("#report tbody tr").count(), 2);
+
+    // A KV put reaches the page without a reload.
+    const last = running[1]!;
+    await plane.kv.progress.put(...cellKey(RUN, last, "failed", 2_000_000));
+    await plane.kv.progress.put(
+      ProgressKeys.run(RUN),
+      runKey({
+        run: RUN,
+        totalCells: cells.length,
+        completed: cells.length - 2,
+        failed: 1,
+        running: 1,
+        totalCostNanoUsd: total + 7,
+        billableCostNanoUsd: billable + 7,
+        budgetNanoUsd: 5_000_000_000,
+        pools: { "h-alpha__m-x": { fleetSize: 8 }, "h-beta__m-x": { fleetSize: 4 } },
+      }),
+    );
+    await page.waitForFunction(
+      () =>
+        (globalThis as unknown as PageGlobals).document.getElementById("live-failed")?.textContent === "1",
+      null,
+      {
+        timeout: 10_000,
+      },
+    );
+    await page.waitForFunction(
+      (id) => {
+        const g = (globalThis as unknown as PageGlobals).__grid;
+        return g.st[g.index.get(id)!] === "f";
+      },
+      last,
+      { timeout: 10_000 },
+    );
+    assert.equal(await nanoOf(page, "#live-total-cost"), total + 7);
+
+    await page.screenshot({ path: SCREENSHOT, fullPage: true });
+
+    // Drill-down: click the first cell (its patch is in the object store).
+    const first = cellId("h-alpha", TASKS[0], 0);
+    const at = await page.evaluate((id) => {
+      const g = (globalThis as unknown as PageGlobals).__grid;
+      const i = g.index.get(id)!;
+      const r = (globalThis as unknown as PageGlobals).document
+        .getElementById("grid")!
+        .getBoundingClientRect();
+      return {
+        x: r.left + (i % g.cols) * g.size + g.size / 2,
+        y: r.top + Math.floor(i / g.cols) * g.size + g.size / 2,
+      };
+    }, first);
+    await page.mouse.move(at.x, at.y);
+    await page.mouse.click(at.x, at.y);
+    await page.waitForSelector("#drill-ledger-cost");
+    assert.equal(await page.locator("#drill-title").textContent(), first);
+    assert.equal(
+      await nanoOf(page, "#drill-ledger-cost"),
+      await sql(
+        f,
+        "SELECT sum(cost_nano_usd)::text AS v FROM ledger_calls WHERE run_name = $1 AND cell_id = $2",
+        [RUN, first],
+      ),
+    );
+    assert.match((await page.locator("#drill-patch").textContent()) ?? "", /from the object store/);
+    assert.match((await page.locator("#drill-body").textContent()) ?? "", /FULL \(resolved\)/);
+
+    await page.screenshot({ path: SCREENSHOT_DRILL, fullPage: true });
+    process.stderr.write(`dashboard screenshots: ${SCREENSHOT}, ${SCREENSHOT_DRILL}\n`);
+  });
+
+  it("renders a 20,000-cell run quickly and applies deltas to it", async () => {
+    const big = "big-run";
+    const n = 20_000;
+    const ids = Array.from({ length: n }, (_, i) => `h__m__task-${String(i).padStart(5, "0")}__r0`);
+    await insertPendingCells(f.db, big, ids);
+    const statuses: CellProgress["status"][] = ["completed", "failed", "skipped", "running"];
+    // Three quarters of the cells have a key; the rest are pending (no key yet).
+    for (let i = 0; i < 15_000; i += 1000)
+      await Promise.all(
+        ids
+          .slice(i, i + 1000)
+          .map((id, j) => plane.kv.progress.put(...cellKey(big, id, statuses[(i + j) % 4]!, 1000))),
+      );
+    await plane.kv.progress.put(
+      ProgressKeys.run(big),
+      runKey({
+        run: big,
+        totalCells: n,
+        completed: 3750,
+        failed: 3750,
+        skipped: 3750,
+        running: 3750,
+        pending: 5000,
+      }),
+    );
+    await new Promise((r) => setTimeout(r, 500));
+    const p = await browser.newPage();
+    const t0 = Date.now();
+    await p.goto(`${dash.url}#${big}`);
+    await p.waitForFunction((want) => (globalThis as unknown as PageGlobals).__grid.ids.length === want, n);
+    const loadMs = Date.now() - t0;
+    assert.ok(loadMs < 10_000, `20,000 cells took ${loadMs} ms`);
+    const counts = await p.evaluate(() => {
+      const st = (globalThis as unknown as PageGlobals).__grid.st;
+      const c: Record<string, number> = {};
+      for (const s of st) c[s] = (c[s] ?? 0) + 1;
+      return c;
+    });
+    assert.deepEqual(counts, { c: 3750, f: 3750, s: 3750, r: 3750, p: 5000 });
+    const t1 = Date.now();
+    await plane.kv.progress.put(...cellKey(big, ids[19_999]!, "completed"));
+    await p.waitForFunction((id) => {
+      const g = (globalThis as unknown as PageGlobals).__grid;
+      return g.st[g.index.get(id)!] === "c";
+    }, ids[19_999]!);
+    await p.screenshot({ path: SCREENSHOT_BIG });
+    process.stderr.write(
+      `20,000 cells: first paint of the grid ${loadMs} ms, one delta ${Date.now() - t1} ms\n`,
+    );
+    await p.close();
+  });
+});
