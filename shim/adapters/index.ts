@@ -20,8 +20,11 @@ export {
   type FixFile,
   firstUserText,
   libraryFixScenario,
+  opencodeFixScenario,
   referenceFixScenario,
   type TaskFix,
+  toolNames,
+  toolResults,
 } from "./scenarios.js";
 export type * from "./types.js";
 

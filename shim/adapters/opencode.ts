@@ -42,15 +42,28 @@ export const opencode: HarnessAdapter = {
     );
     return {
       command: binPath(ctx.settings, "opencode"),
-      args: ["run", "--model", `evalfleet/${ctx.model}`, ...argsSetting(ctx.settings), ctx.prompt],
+      args: [
+        "run",
+        "--format",
+        "json",
+        "--model",
+        `evalfleet/${ctx.model}`,
+        ...argsSetting(ctx.settings),
+        ctx.prompt,
+      ],
       env: {
         HOME: ctx.homeDir,
         XDG_CONFIG_HOME: path.join(ctx.homeDir, ".config"),
         XDG_DATA_HOME: path.join(ctx.homeDir, ".local", "share"),
         OPENCODE_CONFIG: configFile,
+        // offline: no update checks, no models.dev catalogue, no LSP or plugin downloads
         OPENCODE_DISABLE_AUTOUPDATE: "1",
+        OPENCODE_DISABLE_MODELS_FETCH: "1",
+        OPENCODE_DISABLE_LSP_DOWNLOAD: "1",
+        OPENCODE_DISABLE_DEFAULT_PLUGINS: "1",
         ...envSetting(ctx.settings),
       },
+      stdoutIsTrajectory: true,
     };
   },
   report: costOnlyReport,

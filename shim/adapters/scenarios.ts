@@ -99,6 +99,53 @@ export function claudeFixScenario(opts: {
   };
 }
 
+/** The tool names a request offers, in either wire format. */
+export function toolNames(req: ScriptedRequest): string[] {
+  const tools = Array.isArray(req.body.tools) ? req.body.tools : [];
+  return tools
+    .map((t) => (isRecord(t) ? (isRecord(t.function) ? t.function.name : t.name) : undefined))
+    .filter((n): n is string => typeof n === "string");
+}
+
+/** Tool results the conversation already holds: chat `tool` messages, Anthropic tool_result blocks, Responses outputs. */
+export function toolResults(req: ScriptedRequest): number {
+  let n = 0;
+  const items = [
+    ...(Array.isArray(req.body.messages) ? req.body.messages : []),
+    ...(Array.isArray(req.body.input) ? req.body.input : []),
+  ];
+  for (const m of items) {
+    if (!isRecord(m)) continue;
+    if (m.role === "tool" || m.type === "function_call_output") n++;
+    if (Array.isArray(m.content)) for (const c of m.content) if (isRecord(c) && c.type === "tool_result") n++;
+  }
+  return n;
+}
+
+function shellQuote(s: string): string {
+  return `'${s.replace(/'/g, `'\\''`)}'`;
+}
+
+/**
+ * opencode (either wire format): its `bash` tool writes each file, one per turn, then a final text. Requests without
+ * the bash tool (its title generator) get a short text.
+ */
+export function opencodeFixScenario(opts: {
+  files: FixFile[] | ((req: ScriptedRequest) => FixFile[]);
+  usage?: Reply["usage"];
+}): (req: ScriptedRequest) => Reply {
+  return (req) => {
+    const usage = opts.usage ? { usage: opts.usage } : {};
+    if (!toolNames(req).includes("bash")) return { text: "Fix", ...usage };
+    const files = typeof opts.files === "function" ? opts.files(req) : opts.files;
+    const file = files[toolResults(req)];
+    if (!file) return { text: "Done.", ...usage };
+    const p = shellQuote(file.path);
+    const command = `mkdir -p "$(dirname ${p})" && printf '%s' ${shellQuote(file.content)} > ${p}`;
+    return { toolCalls: [{ name: "bash", input: { command, description: `Write ${file.path}` } }], ...usage };
+  };
+}
+
 /** A task's known fix, told apart by its problem statement (which every harness's prompt carries verbatim). */
 export interface TaskFix {
   problemStatement: string;
@@ -106,8 +153,8 @@ export interface TaskFix {
 }
 
 /**
- * One scenario for a whole task library: the reference agent (chat completions with tools), Claude Code (Messages
- * with its Write tool) and Codex (Responses) are each driven to the fix of whichever task the request is about.
+ * One scenario for a whole task library: the reference agent (write_file), Claude Code (Write), opencode (bash) and
+ * Codex (Responses) are each driven to the fix of whichever task the request is about, told apart by their tools.
  * Requests that name no known task, and side calls, get a short text.
  */
 export function libraryFixScenario(
@@ -124,10 +171,13 @@ export function libraryFixScenario(
   const usage = opts.usage ? { usage: opts.usage } : {};
   const reference = referenceFixScenario({ files: pick, ...usage });
   const claude = claudeFixScenario({ files: pick, ...usage });
+  const opencode = opencodeFixScenario({ files: pick, ...usage });
   return (req) => {
-    if (req.endpoint === "messages") return claude(req);
-    if (req.endpoint === "chat_completions") return reference(req);
     if (req.endpoint === "responses") return codexShellScenario({ files: pick(req), ...usage })(req);
+    const tools = toolNames(req);
+    if (tools.includes("write_file")) return reference(req);
+    if (tools.includes("Write")) return claude(req);
+    if (tools.includes("bash")) return opencode(req);
     return { text: "ok", ...usage };
   };
 }

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { codexShellScenario } from "../../scripts/scripted-provider/index.js";
-import { claudeFixScenario } from "../../shim/adapters/index.js";
+import { claudeFixScenario, opencodeFixScenario } from "../../shim/adapters/index.js";
 import { FIXED_CALC, startTaskRig, type TaskRig } from "./task-fixture.js";
 
 const claudeRun = (name: string, extra: Record<string, unknown> = {}) => ({
@@ -81,6 +81,24 @@ describe("harness task with real CLI harnesses", { timeout: 115_000 }, () => {
       `${r.errorMessage}\n${r.stdout.slice(-2000)}\n${r.stderr.slice(-2000)}`,
     );
     assert.equal(r.usage.costNanoUsd, rig.provider.bill().total.costNanoUsd - before.costNanoUsd);
+    assert.match((await rig.blob(r.patchRef!)) ?? "", /^\+ {2}return a \+ b;$/m);
+  });
+
+  // opencode is not a dependency of evalfleet: point OPENCODE_BIN at one (npm i opencode-ai) to run this.
+  test("opencode writes the scripted fix through its bash tool: PATCH_READY", {
+    skip: !process.env.OPENCODE_BIN,
+  }, async () => {
+    const cell = await rig.plan({
+      name: "oc-task",
+      harnesses: [{ name: "opencode", adapter: "opencode", settings: { bin: process.env.OPENCODE_BIN } }],
+      models: [{ name: "gpt-5-mini", provider: "openai" }],
+      max_turns: 10,
+      timeout_seconds: 90,
+    });
+    rig.provider.setScenario(opencodeFixScenario({ files: [{ path: "calc.js", content: FIXED_CALC }] }));
+    const r = await rig.run("oc-task", cell);
+    assert.equal(r.status, "PATCH_READY", `${r.errorMessage}\n${r.stderr.slice(-2000)}`);
+    assert.ok(r.usage.calls >= 2 && r.numToolCalls >= 1);
     assert.match((await rig.blob(r.patchRef!)) ?? "", /^\+ {2}return a \+ b;$/m);
   });
 });
