@@ -145,10 +145,13 @@ export async function refreshAttemptTotals(tx: Db, keys: readonly CellKey[]): Pr
     n: number;
     live: string;
   }>(
-    // LATERAL: one index probe per cell. A plain join lets the planner hash the whole ledger table per batch.
+    // Only cells that have a row are summed (calls usually land before their result), each with one LATERAL
+    // index probe: a plain join lets the planner hash the whole ledger table per batch.
     `WITH v(run_name, cell_id) AS ${v.sql},
      s AS (
-       SELECT v.run_name, v.cell_id, x.* FROM v CROSS JOIN LATERAL (
+       SELECT v.run_name, v.cell_id, x.* FROM v
+         JOIN run_results r0 ON r0.run_name = v.run_name AND r0.cell_id = v.cell_id
+        CROSS JOIN LATERAL (
          SELECT sum(l.input_tokens) FILTER (WHERE NOT l.voided) AS i,
                 sum(l.output_tokens) FILTER (WHERE NOT l.voided) AS o,
                 sum(l.cache_read_tokens) FILTER (WHERE NOT l.voided) AS cr,
@@ -347,24 +350,20 @@ export interface RunSpend {
 }
 
 export async function getRunSpend(db: Db, runName: string): Promise<RunSpend> {
-  const [money, pending] = await Promise.all([
-    db.query<{ total: string; billable: string }>(
-      `SELECT COALESCE(sum(l.cost_nano_usd), 0)::text AS total,
-              COALESCE(sum(l.cost_nano_usd) FILTER (WHERE r.cost_mode IS DISTINCT FROM 'subscription'), 0)::text
-                AS billable
-         FROM ledger_calls l LEFT JOIN run_results r ON r.run_name = l.run_name AND r.cell_id = l.cell_id
-        WHERE l.run_name = $1`,
-      [runName],
-    ),
-    db.query<{ n: number }>(
-      "SELECT count(*) AS n FROM run_results WHERE run_name = $1 AND grade_status = 'PENDING'",
-      [runName],
-    ),
-  ]);
+  // Billable = everything minus the exempt cells' calls: exempt cells are few (often none), so the join stays small.
+  const money = await db.query<{ total: string; exempt: string; pending: number }>(
+    `SELECT (SELECT COALESCE(sum(cost_nano_usd), 0) FROM ledger_calls WHERE run_name = $1)::text AS total,
+            (SELECT COALESCE(sum(l.cost_nano_usd), 0) FROM run_results r
+               JOIN ledger_calls l ON l.run_name = r.run_name AND l.cell_id = r.cell_id
+              WHERE r.run_name = $1 AND r.cost_mode = 'subscription')::text AS exempt,
+            (SELECT count(*) FROM run_results WHERE run_name = $1 AND grade_status = 'PENDING') AS pending`,
+    [runName],
+  );
   const m = money.rows[0];
+  const total = BigInt(m?.total ?? "0");
   return {
-    totalNanoUsd: nanoToNumber(BigInt(m?.total ?? "0")),
-    billableNanoUsd: nanoToNumber(BigInt(m?.billable ?? "0")),
-    awaitingScore: Number(pending.rows[0]?.n ?? 0),
+    totalNanoUsd: nanoToNumber(total),
+    billableNanoUsd: nanoToNumber(total - BigInt(m?.exempt ?? "0")),
+    awaitingScore: Number(m?.pending ?? 0),
   };
 }

@@ -65,15 +65,15 @@ export class ProgressWriter {
   }
 
   /**
-   * Recounting a run costs queries that grow with its size, so the next flush waits at least four times as long
-   * as this one took: a 20,000-cell run is recounted a few times a second, never back to back.
+   * Recounting a run costs queries that grow with its size, so the next flush waits at least eight times as long
+   * as this one took: a large run is recounted about once a second, and the counting never crowds out the writes.
    */
   private schedule(ms: number): void {
     if (this.stopped) return;
     this.timer = setTimeout(() => {
       const t0 = performance.now();
       void this.flush().then(() =>
-        this.schedule(Math.max(this.o.intervalMs ?? 250, 4 * (performance.now() - t0))),
+        this.schedule(Math.max(this.o.intervalMs ?? 250, 8 * (performance.now() - t0))),
       );
     }, ms);
     this.timer.unref();
