@@ -66,6 +66,8 @@ export const StateKeys = {
   job: (run: string, cell: string) => `cell.${encodeToken(run)}.${encodeToken(cell)}`,
   jobRun: (run: string) => `run.${encodeToken(run)}`,
   jobTask: (run: string, task: string) => `task.${encodeToken(run)}.${encodeToken(task)}`,
+  /** the run's gateway key (plaintext), readable only by the run's own tasks; deleted when the run's keys are revoked */
+  runKey: (run: string) => `key.${encodeToken(run)}`,
   control: (run: string) => `run.${encodeToken(run)}`,
   /** `budgets` bucket: the dispatcher's claim of one attempt (created once; a second create fails). */
   claim: (run: string, cell: string, attempt: number) =>

@@ -1,5 +1,6 @@
 import type { JsMsg } from "@nats-io/jetstream";
 import { z } from "zod";
+import { createRunKey } from "../../gateway-sidecar/keys.js";
 import type { RunConfig } from "../../protocol/config.js";
 import { ErrorCode, EvalfleetError, formatIssues } from "../../protocol/errors.js";
 import type { Logger } from "../../protocol/log.js";
@@ -19,7 +20,7 @@ import { invalidTaskIds } from "../grader-supervisor/records.js";
 import { Actor } from "../runtime/actor.js";
 import type { Plane } from "../runtime/connect.js";
 import { type Plan, parseSubmission, planRun, Rejection } from "./plan.js";
-import { cellWorkOf, publishCells, putRunProgress, writeJobs } from "./publish.js";
+import { cellWorkOf, ensureRunKey, publishCells, putRunProgress, writeJobs } from "./publish.js";
 
 export interface PlannerOptions {
   plane: Plane;
@@ -146,6 +147,7 @@ async function persistAndPublish(
   const completed = await getCompletedCells(opts.db, run);
   const work = cells.filter((c) => !completed.has(c.cellId)).map((c) => cellWorkOf(run, c));
   await writeJobs(opts.plane.kv.jobs, config, plan.tasks, work);
+  await ensureRunKey(opts.plane.kv.jobs, run, () => createRunKey(opts.db, run));
   await opts.onPlanned?.(plan);
   const progress: Omit<RunProgress, "type" | "updatedAt"> = {
     run,

@@ -80,3 +80,14 @@ export async function putRunProgress(
   const value: RunProgress = { type: MessageTypes.runProgress, updatedAt: new Date().toISOString(), ...p };
   await progress.put(ProgressKeys.run(p.run), JSON.stringify(value));
 }
+
+/**
+ * Make the run's gateway key once (a resubmission keeps the key the run already has) and hand it to the run's
+ * tasks through the jobs bucket; only its hash is stored in PostgreSQL.
+ */
+export async function ensureRunKey(jobs: KV, run: string, create: () => Promise<string>): Promise<boolean> {
+  const existing = await jobs.get(StateKeys.runKey(run));
+  if (existing && existing.operation === "PUT" && existing.length > 0) return false;
+  await jobs.put(StateKeys.runKey(run), await create());
+  return true;
+}

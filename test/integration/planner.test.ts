@@ -11,7 +11,7 @@ import type { Actor } from "../../actors/runtime/actor.js";
 import { openPlane, type Plane } from "../../actors/runtime/connect.js";
 import { silentLogger } from "../../protocol/log.js";
 import { CellWorkSchema, type RunProgress } from "../../protocol/messages.js";
-import { ProgressKeys, Subjects } from "../../protocol/subjects.js";
+import { ProgressKeys, StateKeys, Subjects } from "../../protocol/subjects.js";
 import { Streams } from "../../protocol/topology.js";
 import { setCellStatus } from "../../store/results.js";
 import { type FreshDb, freshDb } from "../helpers/db.js";
@@ -110,6 +110,14 @@ describe("planner", () => {
     );
     const job = await p.kv.jobs.get("cell.raw-json.h1__m1__t1__r0");
     assert.equal(CellWorkSchema.parse(job?.json()).taskId, "t1");
+    const key = (await p.kv.jobs.get(StateKeys.runKey("raw-json")))?.string() ?? "";
+    assert.match(key, /^efk-/, "the run's gateway key is made at plan time");
+    const stored = await store.db.query<{ key_hash: string }>(
+      "SELECT key_hash FROM virtual_keys WHERE run_name = $1",
+      ["raw-json"],
+    );
+    assert.equal(stored.rowCount, 1);
+    assert.notEqual(stored.rows[0]?.key_hash, key, "only the hash is stored");
   });
 
   it("accepts YAML too", async () => {
