@@ -11,7 +11,6 @@ import {
 import { classifyAttempt } from "../../protocol/retry.js";
 import { ProgressKeys, Subjects } from "../../protocol/subjects.js";
 import type { Db } from "../../store/db.js";
-import { setCellStatus } from "../../store/results.js";
 import type { Delivery } from "../runtime/actor.js";
 import type { Plane } from "../runtime/connect.js";
 import type { JobRef, LaunchBackend, StopClass } from "./backends/types.js";
@@ -20,6 +19,7 @@ import type { Claim, Claims } from "./claims.js";
 import type { ControlBoard } from "./control.js";
 import { makeAttemptResult, publishAttemptResult } from "./results.js";
 import type { RunCache } from "./runs.js";
+import { StatusWriter } from "./status.js";
 
 export const CANCELLED_ERROR = "cancelled by operator (evalfleet cancel)";
 
@@ -64,7 +64,11 @@ export class Dispatcher {
   /** attempts whose backend launch is in progress in this process */
   private readonly launching = new Set<string>();
 
-  constructor(private readonly d: DispatcherDeps) {}
+  private readonly status: StatusWriter;
+
+  constructor(private readonly d: DispatcherDeps) {
+    this.status = new StatusWriter(d.db);
+  }
 
   runningOf(run: string): number {
     let n = 0;
@@ -107,7 +111,7 @@ export class Dispatcher {
     const state = this.d.control().state(w.run);
     if (state === "draining") return true;
     if (state === "cancelled") {
-      await setCellStatus(this.d.db, w.run, w.cellId, "failed", { error: CANCELLED_ERROR });
+      await this.status.mark(w.run, w.cellId, "failed", CANCELLED_ERROR);
       return true;
     }
     return false;
@@ -130,7 +134,7 @@ export class Dispatcher {
       });
       if (r.kind === "admitted") return true;
       if (r.kind === "skipped") {
-        await setCellStatus(this.d.db, w.run, w.cellId, "skipped", { error: r.reason });
+        await this.status.mark(w.run, w.cellId, "skipped", r.reason);
         await this.cellProgress(w.run, w.cellId, 0, "skipped", r.reason);
         this.d.log.warn({ run: w.run, cell: w.cellId }, r.reason);
         await this.d.publishEvent({
@@ -195,6 +199,9 @@ export class Dispatcher {
     this.launching.add(k);
     let res: Awaited<ReturnType<LaunchBackend["launch"]>>[number] | undefined;
     try {
+      // Before the launch, so a fast attempt's final status (the results-writer's) is never overwritten by it.
+      await this.status.mark(run, cellId, "running");
+      await this.cellProgress(run, cellId, attempt, "running", `launching on ${this.d.backend.name}`);
       [res] = await this.d.backend.launch([ref], signal);
       if (res?.handle) {
         this.inflight.set(k, { ref, handle: res.handle, base: claim.base });
@@ -209,11 +216,7 @@ export class Dispatcher {
     } finally {
       this.launching.delete(k);
     }
-    if (res?.handle) {
-      await setCellStatus(this.d.db, run, cellId, "running");
-      await this.cellProgress(run, cellId, attempt, "running", `launched on ${this.d.backend.name}`);
-      return;
-    }
+    if (res?.handle) return;
     await this.noResult(
       ref,
       claim.base,
@@ -362,7 +365,7 @@ export class Dispatcher {
     const cell = await this.d.claims.cell(run, cellId);
     if (cell)
       await this.d.claims.setCell(run, cellId, { ...cell, final: true, at: new Date().toISOString() });
-    await setCellStatus(this.d.db, run, cellId, status, { error });
+    await this.status.mark(run, cellId, status, error);
     await this.cellProgress(run, cellId, attempt, status, error);
     await this.d.publishEvent({
       run,
