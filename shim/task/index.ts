@@ -1,5 +1,5 @@
 export { goldFixFiles, libraryFixes } from "./gold.js";
-export { fetchJob, type TaskJob } from "./job.js";
+export { fetchJob, fetchRunKey, type TaskJob } from "./job.js";
 export { type CollectedPatch, collectPatch } from "./patch.js";
 export { readTaskRef, type TaskRef } from "./ref.js";
 export { attemptStatus, exitProblems, runPriceTable, usdToNanoUsd } from "./result.js";

@@ -71,3 +71,10 @@ export async function fetchJob(jobs: KV, ref: TaskRef): Promise<TaskJob> {
     );
   return { work, config, task, harness, model };
 }
+
+/** The run's gateway key the planner left for the run's tasks (plaintext), or null when there is none. */
+export async function fetchRunKey(jobs: KV, run: string): Promise<string | null> {
+  const e = await jobs.get(StateKeys.runKey(run));
+  if (e?.operation !== "PUT" || e.length === 0) return null;
+  return e.string();
+}

@@ -21,7 +21,7 @@ import { buildPrompt } from "../adapters/common.js";
 import { adapterFor } from "../adapters/index.js";
 import type { HarnessReport } from "../adapters/types.js";
 import { type RetryPolicy, type ShimHandle, startShim } from "../proxy/index.js";
-import { fetchJob } from "./job.js";
+import { fetchJob, fetchRunKey } from "./job.js";
 import { type CollectedPatch, collectPatch } from "./patch.js";
 import type { TaskRef } from "./ref.js";
 import {
@@ -112,9 +112,15 @@ export async function runTask(ref: TaskRef, opts: RunTaskOptions = {}): Promise<
     try {
       const job = await fetchJob(plane.kv.jobs, ref);
       const upstream = opts.upstream ?? env.EVALFLEET_UPSTREAM_URL;
-      const runKey = opts.runKey ?? env.EVALFLEET_RUN_KEY;
+      // An explicit key wins; otherwise the run's gateway key the planner left in the jobs bucket.
+      const runKey = opts.runKey ?? env.EVALFLEET_RUN_KEY ?? (await fetchRunKey(plane.kv.jobs, ref.run));
       if (!upstream) throw new EvalfleetError(ErrorCode.InvalidConfig, "EVALFLEET_UPSTREAM_URL is not set");
-      if (!runKey) throw new EvalfleetError(ErrorCode.InvalidConfig, "EVALFLEET_RUN_KEY is not set");
+      if (!runKey)
+        throw new EvalfleetError(
+          ErrorCode.InvalidConfig,
+          `no run key: EVALFLEET_RUN_KEY is not set and the jobs bucket has none for run ${ref.run}`,
+        );
+      if (runKey.length >= 6) secrets.push(runKey);
       const adapter = adapterFor(job.harness.adapter);
       const prepared = await prepareWorkdir({
         ref,

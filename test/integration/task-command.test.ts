@@ -3,7 +3,7 @@ import { spawn } from "node:child_process";
 import { existsSync, readFileSync } from "node:fs";
 import { after, before, describe, test } from "node:test";
 import { JobRefEnv } from "../../actors/dispatcher/backends/types.js";
-import { BlobNames, Subjects } from "../../protocol/subjects.js";
+import { BlobNames, StateKeys, Subjects } from "../../protocol/subjects.js";
 import { attemptDirs } from "../../shim/task/index.js";
 import { RUN_KEY, startTaskRig, type TaskRig } from "./task-fixture.js";
 
@@ -109,20 +109,21 @@ describe("harness task with command harnesses", { timeout: 110_000 }, () => {
     assert.match((await rig.blob(r.patchRef!)) ?? "", /reply\.json/);
   });
 
-  test("`evalfleet task` takes the job reference from the environment, publishes, exits 0", async () => {
+  test("`evalfleet task` takes the job reference from the environment and the run key from KV, publishes, exits 0", async () => {
     const script = [
       'curl -sf "$OPENAI_BASE_URL/chat/completions" -H "authorization: Bearer $OPENAI_API_KEY"',
       ` -H "content-type: application/json" -d '{"model":"gpt-5-mini","messages":[{"role":"user","content":"hi"}]}'`,
       " && echo hello > hello.txt",
     ].join("");
     const cell = await rig.plan(commandRun("cmd-cli", script));
+    // No EVALFLEET_RUN_KEY below: the task reads the key the planner left for the run.
+    await rig.plane.kv.jobs.put(StateKeys.runKey("cmd-cli"), RUN_KEY);
     const child = spawn(process.execPath, ["--import", "tsx", "scripts/cli.ts", "task"], {
       env: {
         PATH: process.env.PATH ?? "",
         HOME: process.env.HOME ?? "/tmp",
         NATS_URL: rig.nats.url,
         EVALFLEET_UPSTREAM_URL: rig.provider.url,
-        EVALFLEET_RUN_KEY: RUN_KEY,
         EVALFLEET_WORKDIR: rig.workRoot,
         EVALFLEET_GIT_MIRRORS: rig.mirrorRoot,
         EVALFLEET_LOG_LEVEL: "warn",
