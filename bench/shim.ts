@@ -11,7 +11,7 @@ import { Agent, request } from "undici";
 const SELF = fileURLToPath(import.meta.url);
 const RATES = [500, 2000];
 const DURATION_S = Number(process.env.BENCH_SECONDS ?? "5");
-const WARMUP_S = 1;
+const WARMUP_S = 3;
 const BODY = JSON.stringify({
   model: "claude-sonnet-4-5",
   max_tokens: 256,
@@ -29,6 +29,9 @@ async function role(name: string): Promise<void> {
     const { startScriptedProvider } = await import("../scripts/scripted-provider/index.js");
     const sp = await startScriptedProvider({
       scenario: { text: "A short streamed benchmark reply, in words." },
+    });
+    process.on("message", (m: string) => {
+      if (m === "cpu") send({ cpu: process.cpuUsage() });
     });
     send({ port: sp.port });
     return;
@@ -140,6 +143,7 @@ function pct(xs: number[], p: number): number {
 }
 
 const r3 = (x: number) => Math.round(x * 1000) / 1000;
+const usOf = (a: NodeJS.CpuUsage, b: NodeJS.CpuUsage) => b.user - a.user + (b.system - a.system);
 
 async function main(): Promise<void> {
   const { startNats } = await import("../test/helpers/nats.js");
@@ -154,15 +158,22 @@ async function main(): Promise<void> {
   const agent = new Agent({ connections: 512, keepAliveTimeout: 30_000 });
   const results: Record<string, unknown>[] = [];
   try {
-    await drive(agent, providerUrl, 500, WARMUP_S);
-    await drive(agent, shimUrl, 500, WARMUP_S);
+    // Warm up long enough for the JIT to settle in every process.
+    await drive(agent, providerUrl, 1000, WARMUP_S);
+    await drive(agent, shimUrl, 1000, WARMUP_S);
+    const idle0 = await cpuOf(shim.proc);
+    await new Promise((r) => setTimeout(r, 1000));
+    const idleUsPerS = usOf(idle0, await cpuOf(shim.proc));
     for (const rate of RATES) {
+      const p0 = await cpuOf(provider.proc);
       const direct = await drive(agent, providerUrl, rate, DURATION_S);
+      const p1 = await cpuOf(provider.proc);
       const cpu0 = await cpuOf(shim.proc);
       const via = await drive(agent, shimUrl, rate, DURATION_S);
       const cpu1 = await cpuOf(shim.proc);
       const calls = via.latenciesMs.length + via.errors;
-      const cpuUs = cpu1.user - cpu0.user + (cpu1.system - cpu0.system);
+      const cpuUs = usOf(cpu0, cpu1);
+      const providerCpuUsPerCall = r3(usOf(p0, p1) / Math.max(1, direct.latenciesMs.length + direct.errors));
       const row = {
         rate,
         calls,
@@ -184,11 +195,13 @@ async function main(): Promise<void> {
         addedP50Ms: r3(pct(via.latenciesMs, 50) - pct(direct.latenciesMs, 50)),
         addedP99Ms: r3(pct(via.latenciesMs, 99) - pct(direct.latenciesMs, 99)),
         shimCpuUsPerCall: r3(cpuUs / Math.max(1, calls)),
+        providerCpuUsPerCall,
+        shimIdleCpuUsPerS: r3(idleUsPerS),
         lateStarts: { direct: direct.lateStarts, shim: via.lateStarts },
       };
       results.push(row);
       process.stdout.write(
-        `${rate}/s x ${DURATION_S}s  direct p50 ${row.direct.p50} p99 ${row.direct.p99} ms | shim p50 ${row.shim.p50} p99 ${row.shim.p99} ms | added p50 ${row.addedP50Ms} p99 ${row.addedP99Ms} ms | shim CPU ${row.shimCpuUsPerCall} us/call | errors ${row.direct.errors}/${row.shim.errors}\n`,
+        `${rate}/s x ${DURATION_S}s  direct p50 ${row.direct.p50} p99 ${row.direct.p99} ms | shim p50 ${row.shim.p50} p99 ${row.shim.p99} ms | added p50 ${row.addedP50Ms} p99 ${row.addedP99Ms} ms | CPU/call shim ${row.shimCpuUsPerCall} us, provider ${row.providerCpuUsPerCall} us | errors ${row.direct.errors}/${row.shim.errors}\n`,
       );
     }
   } finally {

@@ -1,6 +1,5 @@
-import { type JetStreamClient, jetstream } from "@nats-io/jetstream";
 import { type KV, Kvm } from "@nats-io/kv";
-import type { NatsConnection } from "@nats-io/transport-node";
+import { createInbox, headers, type Msg, type NatsConnection } from "@nats-io/transport-node";
 import { encodeJson } from "../../protocol/decode.js";
 import type { Logger } from "../../protocol/log.js";
 import {
@@ -14,61 +13,135 @@ import { redactSecrets } from "../../protocol/redact.js";
 import { ProgressKeys, Subjects } from "../../protocol/subjects.js";
 import { Buckets } from "../../protocol/topology.js";
 
-const PUBLISH_TRIES = 6;
+const ACK_TIMEOUT_MS = 5_000;
+const MAX_TRIES = 20;
+
+interface Pending {
+  subject: string;
+  data: Uint8Array;
+  msgID: string;
+  tries: number;
+  sentAt: number;
+  /** not before this time (backoff after a negative ack) */
+  retryAt: number;
+}
 
 /**
- * Ledger rows go to JetStream pipelined: each publish is started at once and awaited only by flush(), so no call
- * waits for an ack. A failed publish is retried with the same msgID (JetStream drops duplicates), so retries are safe.
+ * Ledger rows go to JetStream pipelined and off the hot path: each row is a core publish with a Nats-Msg-Id header
+ * and a reply subject under one inbox subscription, so a row costs no request object, promise or timer of its own.
+ * The stream's ack (or its error, or silence past the timeout) arrives on that inbox; a row not acked is sent again
+ * with the same msgID, which JetStream's duplicate window drops if the first copy did land.
  */
 export class LedgerSink {
-  private readonly pending = new Set<Promise<void>>();
-  private readonly js: JetStreamClient | undefined;
+  private readonly pending = new Map<number, Pending>();
+  private readonly inbox: string;
+  private seq = 0;
+  private sweeper: NodeJS.Timeout | undefined;
+  private waiters: Array<() => void> = [];
   failures = 0;
   published = 0;
 
   constructor(
-    nc: NatsConnection | undefined,
+    private readonly nc: NatsConnection | undefined,
     private readonly log: Logger,
     private readonly secrets: readonly string[],
     private readonly onRow?: (row: LedgerCall) => void,
   ) {
-    this.js = nc ? jetstream(nc) : undefined;
+    this.inbox = createInbox();
+    nc?.subscribe(`${this.inbox}.*`, { callback: (err, msg) => (err ? undefined : this.onAck(msg)) });
   }
 
   publish(row: LedgerCall): void {
     this.onRow?.(row);
-    if (!this.js) return;
+    if (!this.nc) return;
     const data = encodeJson(LedgerCallSchema, row, "ledger call");
-    const subject = Subjects.ledger.one(row.run, row.cellId);
-    const p = this.send(subject, data, row.callId).finally(() => this.pending.delete(p));
-    this.pending.add(p);
+    const seq = ++this.seq;
+    const p: Pending = {
+      subject: Subjects.ledger.one(row.run, row.cellId),
+      data,
+      msgID: row.callId,
+      tries: 0,
+      sentAt: 0,
+      retryAt: 0,
+    };
+    this.pending.set(seq, p);
+    this.send(seq, p);
+    this.sweeper ??= setInterval(() => this.sweep(), 250).unref();
   }
 
-  private async send(subject: string, data: Uint8Array, msgID: string): Promise<void> {
-    const js = this.js;
-    if (!js) return;
-    for (let i = 0; ; i++) {
+  private send(seq: number, p: Pending): void {
+    p.tries++;
+    p.sentAt = Date.now();
+    const h = headers();
+    h.set("Nats-Msg-Id", p.msgID);
+    try {
+      this.nc?.publish(p.subject, p.data, { reply: `${this.inbox}.${seq}`, headers: h });
+    } catch (err) {
+      // closed or draining connection: the sweeper tries again
+      this.log.warn({ err: redactSecrets(String(err), this.secrets) }, "ledger publish failed");
+    }
+  }
+
+  private onAck(msg: Msg): void {
+    const seq = Number(msg.subject.slice(this.inbox.length + 1));
+    const p = this.pending.get(seq);
+    if (!p) return;
+    let ok = false;
+    if (msg.data.length > 0) {
       try {
-        await js.publish(subject, data, { msgID, timeout: 10_000 });
-        this.published++;
-        return;
-      } catch (err) {
-        if (i + 1 >= PUBLISH_TRIES) {
-          this.failures++;
-          this.log.error(
-            { callId: msgID, err: redactSecrets(String(err), this.secrets) },
-            "ledger publish failed",
-          );
-          return;
-        }
-        await new Promise((r) => setTimeout(r, 100 * 2 ** i));
+        const ack = JSON.parse(msg.string()) as { stream?: string; error?: { description?: string } };
+        ok = !ack.error && typeof ack.stream === "string";
+        if (!ok) this.log.warn({ callId: p.msgID, error: ack.error?.description }, "ledger publish rejected");
+      } catch {
+        ok = false;
       }
     }
+    if (ok) {
+      this.pending.delete(seq);
+      this.published++;
+      this.wake();
+      return;
+    }
+    // no responders (JetStream not ready) or a negative ack: back off, the sweeper resends
+    p.retryAt = Date.now() + Math.min(5_000, 100 * 2 ** p.tries);
+    p.sentAt = 0;
+  }
+
+  private sweep(): void {
+    const now = Date.now();
+    for (const [seq, p] of this.pending) {
+      const due = p.sentAt === 0 ? now >= p.retryAt : now - p.sentAt >= ACK_TIMEOUT_MS;
+      if (!due) continue;
+      if (p.tries >= MAX_TRIES) {
+        // Money must not vanish silently: the row (no secrets in it) goes to the error log.
+        this.pending.delete(seq);
+        this.failures++;
+        this.log.error(
+          { callId: p.msgID, row: new TextDecoder().decode(p.data) },
+          "ledger row not acked; giving up",
+        );
+        this.wake();
+        continue;
+      }
+      this.send(seq, p);
+    }
+    if (this.pending.size === 0 && this.sweeper) {
+      clearInterval(this.sweeper);
+      this.sweeper = undefined;
+    }
+  }
+
+  private wake(): void {
+    if (this.pending.size > 0) return;
+    const w = this.waiters;
+    this.waiters = [];
+    for (const f of w) f();
   }
 
   /** Wait until every row published so far is acked (or has failed for good). */
   async flush(): Promise<void> {
-    while (this.pending.size > 0) await Promise.all([...this.pending]);
+    if (this.pending.size === 0) return;
+    await new Promise<void>((resolve) => this.waiters.push(resolve));
   }
 }
 
