@@ -5,6 +5,7 @@
  * Prints direct vs through-shim latency percentiles, the added p50 / p99, CPU per call; the last line is JSON.
  */
 import { type ChildProcess, fork } from "node:child_process";
+import { cpus, loadavg } from "node:os";
 import { fileURLToPath } from "node:url";
 import { Agent, request } from "undici";
 
@@ -212,7 +213,7 @@ async function main(): Promise<void> {
   }
   const at2000 = results.find((r) => r.rate === 2000) as { addedP99Ms: number } | undefined;
   process.stdout.write(
-    `${JSON.stringify({ bench: "shim", durationS: DURATION_S, results, addedP99At2000Ms: at2000?.addedP99Ms ?? null, aimMet: at2000 ? at2000.addedP99Ms < 1 : false })}\n`,
+    `${JSON.stringify({ bench: "shim", durationS: DURATION_S, cpus: cpus().length, loadavg1m: r3(loadavg()[0] ?? 0), results, addedP99At2000Ms: at2000?.addedP99Ms ?? null, aimMet: at2000 ? at2000.addedP99Ms < 1 : false })}\n`,
   );
 }
 

@@ -14,6 +14,9 @@ import { ProgressKeys, Subjects } from "../../protocol/subjects.js";
 import { Buckets } from "../../protocol/topology.js";
 
 const ACK_TIMEOUT_MS = 5_000;
+const BATCH_MS = 5;
+/** sentAt of a row waiting for its batch (the sweeper leaves it alone) */
+const QUEUED = -1;
 const MAX_TRIES = 20;
 
 interface Pending {
@@ -36,6 +39,8 @@ export class LedgerSink {
   private readonly pending = new Map<number, Pending>();
   private readonly inbox: string;
   private seq = 0;
+  private queue: number[] = [];
+  private batch: NodeJS.Timeout | undefined;
   private sweeper: NodeJS.Timeout | undefined;
   private waiters: Array<() => void> = [];
   failures = 0;
@@ -61,12 +66,24 @@ export class LedgerSink {
       data,
       msgID: row.callId,
       tries: 0,
-      sentAt: 0,
+      sentAt: QUEUED,
       retryAt: 0,
     };
     this.pending.set(seq, p);
-    this.send(seq, p);
+    this.queue.push(seq);
+    // Rows of calls that end within a few ms go out together: one socket write instead of one per row.
+    this.batch ??= setTimeout(() => this.sendQueued(), BATCH_MS);
     this.sweeper ??= setInterval(() => this.sweep(), 250).unref();
+  }
+
+  private sendQueued(): void {
+    this.batch = undefined;
+    const q = this.queue;
+    this.queue = [];
+    for (const seq of q) {
+      const p = this.pending.get(seq);
+      if (p) this.send(seq, p);
+    }
   }
 
   private send(seq: number, p: Pending): void {
@@ -110,6 +127,7 @@ export class LedgerSink {
   private sweep(): void {
     const now = Date.now();
     for (const [seq, p] of this.pending) {
+      if (p.sentAt === QUEUED) continue;
       const due = p.sentAt === 0 ? now >= p.retryAt : now - p.sentAt >= ACK_TIMEOUT_MS;
       if (!due) continue;
       if (p.tries >= MAX_TRIES) {
@@ -140,6 +158,10 @@ export class LedgerSink {
 
   /** Wait until every row published so far is acked (or has failed for good). */
   async flush(): Promise<void> {
+    if (this.batch) {
+      clearTimeout(this.batch);
+      this.sendQueued();
+    }
     if (this.pending.size === 0) return;
     await new Promise<void>((resolve) => this.waiters.push(resolve));
   }
