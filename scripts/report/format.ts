@@ -28,6 +28,8 @@ export function errorsText(e: Record<string, number>): string {
 }
 
 export function formatTable(r: Report): string {
+  // pass@k only says something beyond pass@1 when there is more than one attempt per task.
+  const withK = r.k > 1;
   const main = table(
     [
       "Harness",
@@ -36,7 +38,7 @@ export function formatTable(r: Report): string {
       "Attempts",
       "Resolved [95% CI]",
       "pass@1",
-      `pass@${r.k}`,
+      ...(withK ? [`pass@${r.k}`] : []),
       "Cost",
       "Billable",
       "Retried spend",
@@ -50,7 +52,7 @@ export function formatTable(r: Report): string {
       int(g.attempts),
       rateWithCi(g),
       pct(g.passAt1),
-      pct(g.passAtK.value),
+      ...(withK ? [pct(g.passAtK.value)] : []),
       usd(g.costNanoUsd),
       usd(g.billableNanoUsd),
       usd(g.retriedSpendNanoUsd),
@@ -102,11 +104,9 @@ export function formatTable(r: Report): string {
       `spent ${usd(t.costNanoUsd)} (billable ${usd(t.billableNanoUsd)}, on retried attempts ${usd(t.retriedSpendNanoUsd)}) ` +
       `over ${int(t.calls)} calls`,
     "",
-    main,
-    "",
-    "Tokens by kind (ledger, retried attempts included):",
-    tokens,
   ];
+  if (r.groups.length === 0) out.push("(no attempt rows or ledger calls yet: the run's cells have not run)");
+  else out.push(main, "", "Tokens by kind (ledger, retried attempts included):", tokens);
   if (phaseRows.length > 0)
     out.push(
       "",

@@ -152,11 +152,16 @@ export async function loadSpendBuckets(db: Db, run: string, buckets = 120): Prom
       GROUP BY 1 ORDER BY 1`,
     [run, lo, width],
   );
-  return r.rows.map((x) => ({
-    atMs: Math.min(hi, lo + (Number(x.b) + 1) * width),
-    totalNanoUsd: nano(x.total),
-    billableNanoUsd: nano(x.billable),
-  }));
+  // A zero point at the first call, so the cumulative curve starts at $0 where the run's spending began.
+  const start: SpendBucket = { atMs: lo, totalNanoUsd: 0, billableNanoUsd: 0 };
+  return [
+    start,
+    ...r.rows.map((x) => ({
+      atMs: Math.min(hi, lo + (Number(x.b) + 1) * width),
+      totalNanoUsd: nano(x.total),
+      billableNanoUsd: nano(x.billable),
+    })),
+  ];
 }
 
 /** Everything buildReport needs, read in parallel. */

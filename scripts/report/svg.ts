@@ -35,6 +35,8 @@ interface Axes {
 }
 
 function axes(opts: {
+  /** extra room right of the plot (legend) */
+  right?: number;
   xLo: number;
   xHi: number;
   yLo: number;
@@ -44,7 +46,8 @@ function axes(opts: {
   xFmt: (v: number) => string;
   yFmt: (v: number) => string;
 }): Axes {
-  const pw = W - M.left - M.right;
+  const right = M.right + (opts.right ?? 0);
+  const pw = W - M.left - right;
   const ph = H - M.top - M.bottom;
   const x = (v: number) => M.left + ((v - opts.xLo) / (opts.xHi - opts.xLo || 1)) * pw;
   const y = (v: number) => M.top + ph - ((v - opts.yLo) / (opts.yHi - opts.yLo || 1)) * ph;
@@ -52,7 +55,7 @@ function axes(opts: {
   for (const t of niceTicks(opts.yLo, opts.yHi)) {
     if (t < opts.yLo || t > opts.yHi) continue;
     parts.push(
-      `<line x1="${M.left}" x2="${W - M.right}" y1="${f(y(t))}" y2="${f(y(t))}" stroke="#e5e5e5"/>`,
+      `<line x1="${M.left}" x2="${W - right}" y1="${f(y(t))}" y2="${f(y(t))}" stroke="#e5e5e5"/>`,
       `<text x="${M.left - 8}" y="${f(y(t) + 4)}" text-anchor="end">${escapeXml(opts.yFmt(t))}</text>`,
     );
   }
@@ -64,7 +67,7 @@ function axes(opts: {
     );
   }
   parts.push(
-    `<line x1="${M.left}" x2="${W - M.right}" y1="${M.top + ph}" y2="${M.top + ph}" stroke="#333"/>`,
+    `<line x1="${M.left}" x2="${W - right}" y1="${M.top + ph}" y2="${M.top + ph}" stroke="#333"/>`,
     `<line x1="${M.left}" x2="${M.left}" y1="${M.top}" y2="${M.top + ph}" stroke="#333"/>`,
     `<text x="${M.left + pw / 2}" y="${H - 12}" text-anchor="middle">${escapeXml(opts.xLabel)}</text>`,
     `<text transform="translate(16 ${M.top + ph / 2}) rotate(-90)" text-anchor="middle">${escapeXml(opts.yLabel)}</text>`,
@@ -84,7 +87,10 @@ function frame(title: string, body: string): string {
   ].join("\n");
 }
 
-const dollars = (v: number) => `$${v >= 100 ? v.toFixed(0) : v >= 1 ? v.toFixed(2) : v.toPrecision(2)}`;
+const dollars = (v: number) =>
+  v === 0 ? "$0" : `$${v >= 100 ? v.toFixed(0) : v >= 1 ? v.toFixed(2) : v.toPrecision(2)}`;
+/** The scatter's legend sits right of the plot, so it never covers a point. */
+const LEGEND_W = 190;
 
 /** Resolved rate (y, with its 95% CI) against total cost (x), one labelled point per harness × model. */
 export function resolvedVsCostSvg(r: Report): string {
@@ -99,6 +105,7 @@ export function resolvedVsCostSvg(r: Report): string {
     }));
   const maxCost = Math.max(0, ...pts.map((p) => p.cost));
   const a = axes({
+    right: LEGEND_W,
     xLo: 0,
     xHi: maxCost > 0 ? maxCost * 1.1 : 1,
     yLo: 0,
@@ -118,7 +125,7 @@ export function resolvedVsCostSvg(r: Report): string {
       `<circle cx="${cx}" cy="${f(a.y(p.rate))}" r="5" fill="${p.color}"><title>${escapeXml(
         `${p.label}: ${(p.rate * 100).toFixed(1)}% at ${dollars(p.cost)}`,
       )}</title></circle>`,
-      `<text x="${W - M.right - 8}" y="${M.top + 14 + i * 16}" text-anchor="end" fill="${p.color}">● ${escapeXml(p.label)}</text>`,
+      `<text x="${W - LEGEND_W + 4}" y="${M.top + 14 + i * 16}" fill="${p.color}">● ${escapeXml(p.label)}</text>`,
     ].join("\n");
   });
   const empty =
