@@ -87,3 +87,30 @@ export function exitProblems(exit: HarnessExit | null, cancelDetail: string | nu
     ];
   return [];
 }
+
+/** Totals of several sessions added up (the attempt's usage when it ran in phases). */
+export function sumTotals(all: ReadonlyArray<ShimTotals | null>): ShimTotals {
+  const sum: ShimTotals = {
+    calls: 0,
+    turns: 0,
+    inputTokens: 0,
+    outputTokens: 0,
+    cacheReadTokens: 0,
+    cacheWriteTokens: 0,
+    reasoningTokens: 0,
+    costNanoUsd: 0,
+    pacerWaitMs: 0,
+    retries: 0,
+    clamps: 0,
+    refused: 0,
+    estimatedCalls: 0,
+    capReason: null,
+  };
+  for (const t of all) {
+    if (!t) continue;
+    for (const k of Object.keys(sum) as Array<keyof ShimTotals>)
+      if (k !== "capReason") (sum[k] as number) += t[k] as number;
+    sum.capReason ??= t.capReason;
+  }
+  return sum;
+}

@@ -4,7 +4,6 @@
  * the redacted output are stored and a result is published; only an unreachable NATS can stop that.
  */
 import { rm } from "node:fs/promises";
-import path from "node:path";
 import { openPlane, type Plane } from "../../actors/runtime/connect.js";
 import { ErrorCode, EvalfleetError } from "../../protocol/errors.js";
 import { type Logger, silentLogger } from "../../protocol/log.js";
@@ -17,32 +16,38 @@ import {
 import type { Pacer } from "../../protocol/pacer.js";
 import { redactSecrets, sanitizeOutput } from "../../protocol/redact.js";
 import { BlobNames, Subjects } from "../../protocol/subjects.js";
-import { buildPrompt } from "../adapters/common.js";
 import { adapterFor } from "../adapters/index.js";
-import type { HarnessReport } from "../adapters/types.js";
-import { type RetryPolicy, type ShimHandle, startShim } from "../proxy/index.js";
+import type { RetryPolicy } from "../proxy/index.js";
 import { fetchJob, fetchRunKey } from "./job.js";
 import { type CollectedPatch, collectPatch } from "./patch.js";
 import type { TaskRef } from "./ref.js";
 import {
   attemptStatus,
   exitProblems,
-  modelId,
   runPriceTable,
+  sumTotals,
   usageOf,
   usdToNanoUsd,
   withRetries,
 } from "./result.js";
-import { type HarnessExit, superviseHarness } from "./supervise.js";
+import {
+  planSessions,
+  runSession,
+  type SessionContext,
+  type SessionOutcome,
+  sessionClean,
+} from "./session.js";
 import { buildTrajectory, countToolCalls } from "./trajectory.js";
 import { attemptDirs, defaultMirrorRoot, defaultWorkRoot, prepareWorkdir } from "./workdir.js";
+
+export { HARNESS_DUMMY_KEY } from "./session.js";
 
 export interface RunTaskOptions {
   /** an open plane (the caller keeps it); otherwise one is opened on NATS_URL and closed at the end */
   plane?: Plane;
   /** the gateway or provider the shim forwards to (default EVALFLEET_UPSTREAM_URL) */
   upstream?: string;
-  /** the run's key the shim forwards with (default EVALFLEET_RUN_KEY); the harness never sees it */
+  /** the run's key the shim forwards with (default EVALFLEET_RUN_KEY, else the jobs bucket); never the harness's */
   runKey?: string;
   /** default EVALFLEET_WORKDIR, else a folder under the OS temp dir */
   workRoot?: string;
@@ -61,9 +66,6 @@ export interface RunTaskOptions {
   /** aborted (the task got SIGTERM from its backend): stop the harness, then store and publish as usual */
   signal?: AbortSignal;
 }
-
-/** What the harness sends as its key: never a real credential, the shim swaps in the run's key. */
-export const HARNESS_DUMMY_KEY = "evalfleet-shim-holds-the-real-key";
 
 const SECRET_ENV = [
   "EVALFLEET_RUN_KEY",
@@ -92,22 +94,34 @@ export async function runTask(ref: TaskRef, opts: RunTaskOptions = {}): Promise<
   const dirs = attemptDirs(workRoot, ref);
   const calls: LedgerCall[] = [];
   const errors: string[] = [];
-  let shim: ShimHandle | undefined;
-  let exit: HarnessExit | null = null;
-  let report: HarnessReport | null = null;
+  const outcomes: SessionOutcome[] = [];
   let patch: CollectedPatch | null = null;
   let trajectoryText = "";
   let numToolCalls = 0;
+  let multiPhase = false;
   let cancelDetail: string | null = null;
-  const unsubscribes: Array<() => void> = [];
-  let stopHarness: ((reason: "cancel") => void) | undefined;
-  const onAbort = () => {
-    cancelDetail ??= `task stopped${opts.signal?.reason ? ` (${String(opts.signal.reason)})` : ""}`;
-    stopHarness?.("cancel");
+  let ctx: SessionContext | undefined;
+  const cancel = (detail: string) => {
+    cancelDetail ??= detail;
+    ctx?.stopCurrent?.("cancel");
   };
+  const onAbort = () =>
+    cancel(`task stopped${opts.signal?.reason ? ` (${String(opts.signal.reason)})` : ""}`);
   if (opts.signal?.aborted) onAbort();
   else opts.signal?.addEventListener("abort", onAbort, { once: true });
-  unsubscribes.push(() => opts.signal?.removeEventListener("abort", onAbort));
+  // The attempt's signal subject: the shim's cap signal, or a cancel from the dispatcher.
+  const sub = plane.nc.subscribe(Subjects.attemptSignal(ref.run, ref.cell, ref.attempt), {
+    callback: (_err, msg) => {
+      let reason = "";
+      try {
+        reason = String((msg.json() as { reason?: unknown }).reason ?? "");
+      } catch {
+        reason = msg.string();
+      }
+      if (reason === "budget_exceeded" || reason === "max_turns_exceeded") ctx?.stopCurrent?.("cap");
+      else cancel(reason || "cancelled");
+    },
+  });
   try {
     try {
       const job = await fetchJob(plane.kv.jobs, ref);
@@ -131,130 +145,100 @@ export async function runTask(ref: TaskRef, opts: RunTaskOptions = {}): Promise<
         env,
       });
       const { prices, aliases } = runPriceTable(job.config);
-      shim = await startShim({
-        upstream,
-        run: ref.run,
-        cell: ref.cell,
-        attempt: ref.attempt,
-        providerKey: runKey,
-        budgetNanoUsd: job.config.max_cost_usd === undefined ? null : usdToNanoUsd(job.config.max_cost_usd),
-        maxTurns: job.config.max_turns ?? null,
-        host: "127.0.0.1",
-        nc: plane.nc,
-        pool: job.work.pool,
-        traceId: job.work.traceId,
-        costMode: job.work.costMode,
-        prices,
-        aliases,
-        logger: log,
-        onLedgerRow: (row) => calls.push(row),
-        ...(opts.pacer ? { pacer: opts.pacer } : {}),
-        ...(opts.retry ? { retry: opts.retry } : {}),
-      });
-      const launch = await adapter.prepare({
-        workdir: prepared.dirs.repo,
-        homeDir: prepared.dirs.home,
-        outDir: prepared.dirs.out,
-        shimUrl: shim.url,
-        harnessKey: HARNESS_DUMMY_KEY,
-        model: modelId(job.model),
-        provider: job.model.provider,
-        maxTurns: job.config.max_turns ?? null,
-        prompt: buildPrompt(job.task),
+      ctx = {
+        plane,
+        ref,
+        work: job.work,
+        task: job.task,
         settings: job.harness.settings,
         timeoutSeconds: job.config.timeout_seconds,
-      });
-      if (opts.signal?.aborted)
-        throw new EvalfleetError(
-          ErrorCode.Conflict,
-          `${cancelDetail ?? "task stopped"} before the harness started`,
-        );
-      const stdoutFile = launch.stdoutIsTrajectory ? path.join(prepared.dirs.out, "stdout.jsonl") : undefined;
-      const sup = superviseHarness({
-        command: launch.command,
-        args: launch.args,
-        cwd: prepared.dirs.repo,
-        // Only what the harness needs: none of the task's own secrets (run key, NATS credentials) are inherited.
-        env: {
-          PATH: env.PATH ?? "/usr/local/bin:/usr/bin:/bin",
-          LANG: env.LANG ?? "C.UTF-8",
-          TMPDIR: prepared.dirs.home,
-          TERM: "dumb",
-          NO_COLOR: "1",
-          ...launch.env,
-        },
-        timeoutMs: opts.timeoutMs ?? job.config.timeout_seconds * 1000,
+        dirs: prepared.dirs,
+        adapter,
+        upstream,
+        runKey,
+        prices,
+        aliases,
+        env,
+        log,
+        calls,
+        cancelled: () => cancelDetail !== null,
+        ...(opts.pacer ? { pacer: opts.pacer } : {}),
+        ...(opts.retry ? { retry: opts.retry } : {}),
         ...(opts.graceMs !== undefined ? { graceMs: opts.graceMs } : {}),
-        ...(stdoutFile ? { stdoutFile } : {}),
-      });
-      stopHarness = sup.stop;
-      unsubscribes.push(shim.onCapReached(() => sup.stop("cap")));
-      // The attempt's signal subject: the shim's cap signal, or a cancel from the dispatcher.
-      const sub = plane.nc.subscribe(Subjects.attemptSignal(ref.run, ref.cell, ref.attempt), {
-        callback: (_err, msg) => {
-          let reason = "";
-          try {
-            reason = String((msg.json() as { reason?: unknown }).reason ?? "");
-          } catch {
-            reason = msg.string();
-          }
-          if (reason === "budget_exceeded" || reason === "max_turns_exceeded") sup.stop("cap");
-          else {
-            cancelDetail ??= reason || "cancelled";
-            sup.stop("cancel");
-          }
-        },
-      });
-      unsubscribes.push(() => sub.unsubscribe());
-      exit = await sup.done;
-      report = adapter.report ? adapter.report(exit.stdout) : null;
-      await shim.drain();
+      };
+      // The attempt's caps hold across its sessions: each phase gets what the earlier ones left.
+      const budget = job.config.max_cost_usd === undefined ? null : usdToNanoUsd(job.config.max_cost_usd);
+      const maxTurns = job.config.max_turns ?? null;
+      const deadline = startedAt.getTime() + (opts.timeoutMs ?? job.config.timeout_seconds * 1000);
+      const sessions = planSessions(job);
+      multiPhase = sessions.some((s) => s.phase !== null);
+      for (const [i, spec] of sessions.entries()) {
+        const used = sumTotals(outcomes.map((o) => o.totals));
+        const o = await runSession(ctx, spec, i, {
+          budgetNanoUsd: budget === null ? null : budget - BigInt(used.costNanoUsd),
+          maxTurns: maxTurns === null ? null : Math.max(0, maxTurns - used.turns),
+          timeoutMs: deadline - Date.now(),
+        });
+        outcomes.push(o);
+        if (o.error) errors.push(multiPhase ? `phase ${spec.phase}: ${o.error}` : o.error);
+        if (!sessionClean(o)) break;
+      }
       try {
         patch = await collectPatch(prepared.dirs.repo, prepared.baseCommit, prepared.dirs.out);
       } catch (err) {
         errors.push(`patch collection failed: ${errorText(err)}`);
       }
-      const files = [...(stdoutFile ? [stdoutFile] : []), ...(launch.trajectoryFiles ?? [])];
+      const files = [...new Set(outcomes.flatMap((o) => o.files))];
       const traj = await buildTrajectory(calls, files, secrets);
       trajectoryText = traj.text;
       numToolCalls = countToolCalls(traj.harnessEvents);
     } catch (err) {
       errors.push(errorText(err));
-      log.warn(
-        { err: redactSecrets(errorText(err), secrets) },
-        "harness task failed before the harness finished",
-      );
+      log.warn({ err: redactSecrets(errorText(err), secrets) }, "harness task failed");
       if (calls.length > 0 && trajectoryText === "")
         trajectoryText = (await buildTrajectory(calls, [], secrets)).text;
     }
-    const totals = shim?.totals() ?? null;
-    errors.push(...exitProblems(exit, cancelDetail));
-    const status = attemptStatus(totals?.capReason ?? null, exit, report, patch?.bytes.length ?? 0);
-    if (totals?.capReason) errors.unshift(`cap reached: ${totals.capReason}`);
-    const stdout = sanitizeOutput(exit?.stdout ?? "", secrets);
-    const stderr = sanitizeOutput(exit?.stderr ?? "", secrets);
-    const result = await store(plane, ref, { patch, trajectoryText, stdout, stderr });
+    const last = outcomes.at(-1);
+    const totals = sumTotals(outcomes.map((o) => o.totals));
+    const capReason = outcomes.find((o) => o.totals?.capReason)?.totals?.capReason ?? null;
+    errors.push(...exitProblems(last?.exit ?? null, cancelDetail));
+    const status = attemptStatus(
+      capReason,
+      last?.exit ?? null,
+      last?.report ?? null,
+      patch?.bytes.length ?? 0,
+    );
+    if (capReason) errors.unshift(`cap reached: ${capReason}`);
+    const joined = (f: "stdout" | "stderr") =>
+      outcomes
+        .map((o) => (multiPhase ? `--- phase ${o.spec.phase} ---\n` : "") + (o.exit?.[f] ?? ""))
+        .join("\n");
+    const stdout = sanitizeOutput(joined("stdout"), secrets);
+    const stderr = sanitizeOutput(joined("stderr"), secrets);
+    const refs = await store(plane, ref, { patch, trajectoryText, stdout, stderr });
     const finishedAt = new Date();
+    const reported = outcomes.map((o) => o.report?.reportedCostNanoUsd ?? null).filter((c) => c !== null);
     const attempt: AttemptResult = AttemptResultSchema.parse({
       type: MessageTypes.attemptResult,
       run: ref.run,
       cellId: ref.cell,
       attempt: ref.attempt,
       status,
-      exitCode: exit?.exitCode ?? null,
-      usage: usageOf(totals),
+      exitCode: last?.exit?.exitCode ?? null,
+      usage: usageOf(outcomes.length ? totals : null),
       numToolCalls,
-      patchHash: result.patchRef ? (patch?.sha256 ?? null) : null,
-      patchRef: result.patchRef,
-      trajectoryRef: result.trajectoryRef,
+      patchHash: refs.patchRef ? (patch?.sha256 ?? null) : null,
+      patchRef: refs.patchRef,
+      trajectoryRef: refs.trajectoryRef,
       stdout,
       stderr,
       errorMessage: errors.length ? sanitizeOutput(errors.join("; "), secrets) : null,
-      harnessReportedCostNanoUsd: report?.reportedCostNanoUsd ?? null,
+      harnessReportedCostNanoUsd: reported.length ? reported.reduce((a, b) => a + b, 0) : null,
       startedAt: startedAt.toISOString(),
       finishedAt: finishedAt.toISOString(),
       latencyMs: finishedAt.getTime() - startedAt.getTime(),
       timeToFirstAttemptMs: null,
+      phases: multiPhase ? outcomes.map((o) => phaseOutcome(o, secrets)) : [],
     });
     // The msgID makes a retried publish (an ack lost on the way back) land once.
     await withRetries(() =>
@@ -265,14 +249,31 @@ export async function runTask(ref: TaskRef, opts: RunTaskOptions = {}): Promise<
     log.info({ run: ref.run, cell: ref.cell, attempt: ref.attempt, status }, "attempt result published");
     return attempt;
   } finally {
-    // Never leave a harness behind, whatever threw (a no-op once it has exited).
-    stopHarness?.("cancel");
-    for (const u of unsubscribes) u();
-    await shim?.close().catch(() => {});
+    ctx?.stopCurrent?.("cancel");
+    sub.unsubscribe();
+    opts.signal?.removeEventListener("abort", onAbort);
     if (!(opts.keepWorkdir ?? env.EVALFLEET_KEEP_WORKDIR === "1"))
       await rm(dirs.attemptDir, { recursive: true, force: true }).catch(() => {});
     if (!opts.plane) await plane.close();
   }
+}
+
+type PhaseOutcome = AttemptResult["phases"][number];
+
+function phaseOutcome(o: SessionOutcome, secrets: readonly string[]): PhaseOutcome {
+  return {
+    name: o.spec.phase ?? "main",
+    traceId: o.spec.traceId,
+    model: o.spec.model.name,
+    modelRole: o.spec.role,
+    exitCode: o.exit?.exitCode ?? null,
+    durationMs: o.durationMs,
+    timedOut: o.exit?.stoppedFor === "timeout",
+    usage: usageOf(o.totals),
+    error: o.error ?? (exitProblems(o.exit, null)[0] || o.totals?.capReason) ?? null,
+    stdout: sanitizeOutput(o.exit?.stdout ?? "", secrets),
+    stderr: sanitizeOutput(o.exit?.stderr ?? "", secrets),
+  };
 }
 
 /** Put the attempt's blobs: the patch (when there is one), the trajectory, and both output streams. */

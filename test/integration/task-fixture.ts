@@ -4,7 +4,12 @@ import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { parse as parseYaml } from "yaml";
 import { openPlane, type Plane } from "../../actors/runtime/connect.js";
-import { type RunConfigInput, RunConfigSchema, TaskSpecSchema } from "../../protocol/config.js";
+import {
+  hasReviewPhase,
+  type RunConfigInput,
+  RunConfigSchema,
+  TaskSpecSchema,
+} from "../../protocol/config.js";
 import {
   type AttemptResult,
   AttemptResultSchema,
@@ -36,7 +41,11 @@ export interface TaskRig {
   workRoot: string;
   mirrorRoot: string;
   /** write the planner's three jobs entries (run config, task spec, cell) for one cell; returns the cell id */
-  plan(run: Partial<RunConfigInput> & { name: string }, taskFile?: string, repeat?: number): Promise<string>;
+  plan(
+    run: Partial<RunConfigInput> & { name: string },
+    task?: string | Record<string, unknown>,
+    repeat?: number,
+  ): Promise<string>;
   run(run: string, cell: string, attempt?: number, opts?: RunTaskOptions): Promise<AttemptResult>;
   /** the AttemptResult as it landed on the stream */
   published(run: string, cell: string): Promise<AttemptResult>;
@@ -57,7 +66,7 @@ export async function startTaskRig(providerOpts: ScriptedProviderOptions = {}): 
     provider,
     workRoot,
     mirrorRoot,
-    async plan(input, taskFile = "sample-calc-add.yaml", repeat = 0) {
+    async plan(input, taskIn = "sample-calc-add.yaml", repeat = 0) {
       const config = RunConfigSchema.parse({
         harnesses: [{ name: "reference", adapter: "reference" }],
         models: [{ name: "gpt-5-mini", provider: "openai" }],
@@ -66,9 +75,14 @@ export async function startTaskRig(providerOpts: ScriptedProviderOptions = {}): 
         ...input,
         task_library_path: LIBRARY,
       });
-      const task = TaskSpecSchema.parse(parseYaml(readFileSync(join(LIBRARY, taskFile), "utf8")));
+      const task = TaskSpecSchema.parse(
+        typeof taskIn === "string" ? parseYaml(readFileSync(join(LIBRARY, taskIn), "utf8")) : taskIn,
+      );
       const harness = config.harnesses[0]!;
-      const model = config.models[0]!;
+      const model = config.models.find((m) => m.role === "implementation") ?? config.models[0]!;
+      const reviewModel = hasReviewPhase(task)
+        ? (config.models.find((m) => m.role === "review")?.name ?? null)
+        : null;
       const cellId = `${harness.name}__${model.name}__${task.id}__r${repeat}`;
       const work: CellWork = {
         type: MessageTypes.cellWork,
@@ -77,7 +91,7 @@ export async function startTaskRig(providerOpts: ScriptedProviderOptions = {}): 
         pool: poolId(harness.name, model.name),
         harness: harness.name,
         model: model.name,
-        reviewModel: null,
+        reviewModel,
         taskId: task.id,
         track: task.track,
         repeat,

@@ -97,4 +97,56 @@ describe("harness task with the reference agent", { timeout: 110_000 }, () => {
     assert.equal(r.status, "MAX_TURNS_EXCEEDED", r.errorMessage ?? "");
     assert.ok(r.usage.calls >= 2);
   });
+
+  test("a multi_phase task runs its phases in order, each with its own trace id, model and shim", async () => {
+    const task = {
+      id: "mp-calc",
+      track: "multi_phase",
+      repo_path: "repos/calc",
+      problem_statement: "Fix `add` in calc.js: add(2, 3) returns -1 instead of 5.",
+      phases: [
+        { name: "implement", model_role: "implementation" },
+        { name: "review", model_role: "review", prompt: "Check the fix." },
+      ],
+    };
+    const cell = await rig.plan(
+      {
+        name: "ref-phases",
+        max_turns: 20,
+        max_cost_usd: 1,
+        models: [
+          { name: "gpt-5-mini", provider: "openai" },
+          { name: "claude-haiku-4-5", provider: "anthropic", role: "review" },
+        ],
+      },
+      task,
+    );
+    rig.provider.setScenario(referenceFixScenario({ files: [{ path: "calc.js", content: FIXED_CALC }] }));
+    const seen = rig.provider.calls().length;
+    const r = await rig.run("ref-phases", cell);
+    assert.equal(r.status, "PATCH_READY", r.errorMessage ?? "");
+    assert.deepEqual(
+      r.phases.map((p) => [p.name, p.traceId, p.model, p.modelRole]),
+      [
+        ["implement", `${cell}__phase-implement`, "gpt-5-mini", "implementation"],
+        ["review", `${cell}__phase-review`, "claude-haiku-4-5", "review"],
+      ],
+    );
+    assert.ok(r.phases.every((p) => p.usage.calls >= 3 && p.exitCode === 0));
+    assert.equal(r.usage.costNanoUsd, r.phases[0]!.usage.costNanoUsd + r.phases[1]!.usage.costNanoUsd);
+    assert.equal(r.usage.calls, r.phases[0]!.usage.calls + r.phases[1]!.usage.calls);
+    const models = rig.provider
+      .calls()
+      .slice(seen)
+      .map((c) => c.model);
+    assert.ok(models.includes("gpt-5-mini") && models.includes("claude-haiku-4-5"));
+    const review = rig.provider
+      .calls()
+      .slice(seen)
+      .find((c) => c.model === "claude-haiku-4-5");
+    assert.match(JSON.stringify(review?.body), /Check the fix\./);
+    assert.match(r.stdout, /--- phase implement ---[\s\S]*--- phase review ---/);
+    const traj = (await rig.blob(r.trajectoryRef!)) ?? "";
+    assert.match(traj, /"traceId":"[^"]*__phase-review"/);
+  });
 });
