@@ -1,5 +1,7 @@
 import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
 import { after, before, describe, it } from "node:test";
+import { fileURLToPath } from "node:url";
 import { startResultsWriter } from "../../actors/results-writer/actor.js";
 import type { Actor } from "../../actors/runtime/actor.js";
 import { openPlane, type Plane } from "../../actors/runtime/connect.js";
@@ -183,7 +185,7 @@ async function waitFor<T>(
   for (;;) {
     const v = await fn();
     if (v) return v;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what} (last: ${JSON.stringify(v)})`);
     await new Promise((r) => setTimeout(r, 50));
   }
 }
@@ -539,5 +541,77 @@ describe("results-writer", () => {
       [run],
     );
     assert.equal(usdToNanoNumber(sum.rows[0]?.usd), 3_000 * n);
+  });
+
+  it("a writer process killed with SIGKILL mid-run: the next one finishes with no lost and no doubled rows", async (t) => {
+    if (!store.url) {
+      t.skip("needs DATABASE_URL (a second process cannot share embedded PGlite)");
+      return;
+    }
+    // Only the child consumes while it lives.
+    for (const w of writers.splice(0)) await w.stop();
+    const child = spawn(
+      process.execPath,
+      ["--import", "tsx", fileURLToPath(new URL("./results-writer-child.ts", import.meta.url))],
+      {
+        env: { ...process.env, NATS_URL: nats.url, DATABASE_URL: store.url },
+        stdio: ["ignore", "pipe", "inherit"],
+      },
+    );
+    const exited = new Promise<void>((r) => child.once("exit", () => r()));
+    await new Promise<void>((resolve, reject) => {
+      child.stdout?.on("data", (d: Buffer) => d.toString().includes("ready") && resolve());
+      child.once("exit", (code) => reject(new Error(`child exited with ${code}`)));
+    });
+    const run = "killed";
+    const n = 3_000;
+    const cells = Array.from({ length: n }, (_, i) => work(run, `k${i}`));
+    await plan(run, cells);
+    const msgs = cells.flatMap((c) => [
+      call(run, c.cellId, 0, 1_000),
+      call(run, c.cellId, 0, 2_000),
+      result(run, c.cellId, 0, "PATCH_READY"),
+    ]);
+    const published = publishAll(msgs);
+    await waitFor("the child to land some rows", async () => {
+      return (await count("SELECT count(*) AS n FROM run_results WHERE run_name = $1", [run])) >= 300;
+    });
+    child.kill("SIGKILL");
+    await exited;
+    await published;
+    const before = await count("SELECT count(*) AS n FROM run_results WHERE run_name = $1", [run]);
+    t.diagnostic(`killed after ${before} of ${n} rows`);
+    await writer("rw-after-kill");
+    await waitFor(
+      "every row",
+      async () => (await count("SELECT count(*) AS n FROM run_results WHERE run_name = $1", [run])) === n,
+      120_000,
+    );
+    await waitFor(
+      "every grade job",
+      async () => {
+        const info = await admin.jsm.streams.info(Streams.gradeJobs.name, {
+          subjects_filter: Subjects.gradeJobs.one(run),
+        });
+        return (info.state.subjects?.[Subjects.gradeJobs.one(run)] ?? 0) >= n;
+      },
+      120_000,
+    );
+    await new Promise((r) => setTimeout(r, 1_000)); // a late duplicate would show up now
+    const info = await admin.jsm.streams.info(Streams.gradeJobs.name, {
+      subjects_filter: Subjects.gradeJobs.one(run),
+    });
+    assert.equal(info.state.subjects?.[Subjects.gradeJobs.one(run)], n, "exactly one grade job per attempt");
+    assert.equal(await count("SELECT count(*) AS n FROM ledger_calls WHERE run_name = $1", [run]), 2 * n);
+    assert.equal(
+      await count(
+        `SELECT count(*) AS n FROM run_results r WHERE run_name = $1 AND total_cost * 1000000000 <>
+           (SELECT sum(cost_nano_usd) FROM ledger_calls l WHERE l.run_name = r.run_name AND l.cell_id = r.cell_id)`,
+        [run],
+      ),
+      0,
+      "every row's total equals its ledger",
+    );
+    assert.deepEqual(await getCellStatuses(store.db, run), { completed: n });
   });
 });
