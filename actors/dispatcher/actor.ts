@@ -1,5 +1,11 @@
 import type { Logger } from "../../protocol/log.js";
-import { AttemptResultSchema, CellWorkSchema, type Control } from "../../protocol/messages.js";
+import {
+  AttemptResultSchema,
+  CellWorkSchema,
+  type Control,
+  MessageTypes,
+  type RunEvent,
+} from "../../protocol/messages.js";
 import { Subjects } from "../../protocol/subjects.js";
 import { Consumers } from "../../protocol/topology.js";
 import type { Db } from "../../store/db.js";
@@ -82,6 +88,19 @@ export async function startDispatcher(opts: DispatcherOptions): Promise<Actor> {
     },
     (run) => dispatcher.runningOf(run),
     (req) => resubmit(plane, db, req),
+    async (req, reply) => {
+      if (req.verb === "resume") return; // the planner announces the resumed run
+      const event: RunEvent = {
+        type: MessageTypes.runEvent,
+        run: req.run,
+        kind: req.verb === "drain" ? "drained" : "cancelled",
+        at: new Date().toISOString(),
+        message: `${reply.message.replace(/ \d+ running attempt\(s\) here/, " running attempts")} (by ${req.requestedBy})`,
+      };
+      await plane.js.publish(Subjects.events.run(req.run), JSON.stringify(event), {
+        msgID: `control/${req.run}/${req.verb}/${req.at}`,
+      });
+    },
   );
   await control.start();
   const runWatch = await runs.watch();
@@ -111,7 +130,7 @@ export async function startDispatcher(opts: DispatcherOptions): Promise<Actor> {
     if (reaping) return;
     reaping = true;
     reapOnce(
-      { plane, book, claims, dispatcher, control: () => control!, alive, selfId: actor.id, log },
+      { plane, book, claims, dispatcher, backend, control: () => control!, alive, selfId: actor.id, log },
       actor.signal,
     )
       .catch((err: unknown) => log.warn({ err: String(err) }, "looking for orphaned attempts failed"))

@@ -91,6 +91,8 @@ export class ControlBoard {
     private readonly runningOf: (run: string) => number,
     /** resume: submit the run's stored config again; a message when that was not possible */
     private readonly resubmit: (req: Control) => Promise<string | null>,
+    /** after a request is obeyed: tell the run's watchers (every replica calls it; dedupe by request) */
+    private readonly announce: (req: Control, reply: ControlReply) => Promise<void>,
   ) {}
 
   state(run: string): RunControlState {
@@ -155,7 +157,7 @@ export class ControlBoard {
           : problem === null
             ? `run ${req.run} resumed: its stored config was submitted again; incomplete cells will run`
             : `run ${req.run} active again, but not resubmitted: ${problem}`;
-    return {
+    const reply: ControlReply = {
       type: MessageTypes.controlReply,
       run: req.run,
       verb: req.verb,
@@ -167,6 +169,10 @@ export class ControlBoard {
       by: this.by,
       resubmitted: req.verb === "resume" && problem === null,
     };
+    await this.announce(req, reply).catch((err: unknown) =>
+      this.log.warn({ err: String(err) }, "control event not published"),
+    );
+    return reply;
   }
 
   async stop(): Promise<void> {

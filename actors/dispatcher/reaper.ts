@@ -5,6 +5,8 @@ import { classifyAttempt } from "../../protocol/retry.js";
 import { ProgressKeys } from "../../protocol/subjects.js";
 import { Consumers } from "../../protocol/topology.js";
 import type { Plane } from "../runtime/connect.js";
+import { localTaskAlive } from "./backends/local.js";
+import type { LaunchBackend } from "./backends/types.js";
 import type { BudgetBook } from "./book.js";
 import type { Claims } from "./claims.js";
 import type { ControlBoard } from "./control.js";
@@ -25,6 +27,7 @@ export interface ReaperDeps {
   book: BudgetBook;
   claims: Claims;
   dispatcher: Dispatcher;
+  backend: LaunchBackend;
   control: () => ControlBoard;
   alive: (id: string) => Promise<boolean>;
   selfId: string;
@@ -72,6 +75,18 @@ export async function reapOnce(d: ReaperDeps, signal: AbortSignal): Promise<numb
       if (!cell || cell.final) continue;
       const c = await d.claims.get(state.run, cellId, cell.latest);
       if (!c?.claim.launchedAt || (await alive(c.claim.by))) continue;
+      const handle = c.claim.handle ?? "";
+      // The task may outlive its dispatcher (an ECS task, a local process): while it runs, its result will come.
+      const seen = handle ? (await d.backend.observe([handle]).catch(() => []))[0] : undefined;
+      if (seen && seen.phase !== "stopped") continue;
+      if (!seen && localTaskAlive(handle)) continue;
+      const ref = { runName: state.run, cellId, attempt: cell.latest, pool: open.p };
+      if (seen?.stop && seen.stop.kind !== "retryable") {
+        // Stopped without a result we have seen: publish one for it (ignored if its own exists).
+        await d.dispatcher.noResult(ref, c.claim.base, seen.stop, signal);
+        reaped++;
+        continue;
+      }
       const cls = classifyAttempt("INFRA_RETRYABLE", cell.latest - c.claim.base);
       d.log.warn(
         { run: state.run, cellId, attempt: cell.latest, owner: c.claim.by, retry: cls.retry },

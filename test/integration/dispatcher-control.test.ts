@@ -69,6 +69,8 @@ describe("dispatcher control", () => {
       "drainme",
       launched("drainme").map((l) => l.cellId),
     );
+    const drained = (await runEvents(rig.client, "drainme")).filter((e) => e.kind === "drained");
+    assert.equal(drained.length, 1, "two replicas obeyed; one event");
     const res = await cli("resume", "drainme");
     assert.match(res.stdout, /resumed/);
     await waitFor(
@@ -105,6 +107,8 @@ describe("dispatcher control", () => {
     assert.equal(b.remainingNano, 5_000_000_000);
     const results = await attemptResults(rig.client, "cancelme");
     assert.ok(results.every((r) => r.status === "HARNESS_ERROR" && /stopped/.test(r.errorMessage ?? "")));
-    assert.ok((await runEvents(rig.client, "cancelme")).some((e) => e.kind === "cell_failed"));
+    const events = await runEvents(rig.client, "cancelme");
+    assert.ok(events.some((e) => e.kind === "cell_failed"));
+    assert.equal(events.filter((e) => e.kind === "cancelled").length, 1);
   });
 });

@@ -1,4 +1,6 @@
 import { type ChildProcess, spawn } from "node:child_process";
+import { readFileSync } from "node:fs";
+import { hostname } from "node:os";
 import { fileURLToPath } from "node:url";
 import { type Logger, silentLogger } from "../../../protocol/log.js";
 import { MAX_STREAM_BYTES } from "../../../protocol/redact.js";
@@ -80,7 +82,8 @@ export class LocalBackend implements LaunchBackend {
         error: { kind: "fatal", reason: `cannot start task: ${String(err)}`, neverStarted: true },
       };
     }
-    const handle = `local-${process.pid}-${++this.seq}`;
+    // host and pid in the handle: another replica on this host can tell whether the process still runs.
+    const handle = `local:${hostname()}:${child.pid ?? 0}:${process.pid}-${++this.seq}`;
     const task: LocalTask = { ref, child, phase: "running", stdout: "", stderr: "" };
     this.tasks.set(handle, task);
     child.stdout?.on("data", (d: Buffer) => {
@@ -154,4 +157,19 @@ export class LocalBackend implements LaunchBackend {
 function signalNumber(sig: NodeJS.Signals | null): number {
   const n: Partial<Record<NodeJS.Signals, number>> = { SIGHUP: 1, SIGINT: 2, SIGKILL: 9, SIGTERM: 15 };
   return sig ? (n[sig] ?? 0) : 0;
+}
+
+/**
+ * For a handle this process did not launch (its dispatcher died): true while the task's process still runs on this
+ * host, false when it is gone, undefined when the handle is not a local one or is from another host.
+ */
+export function localTaskAlive(handle: string): boolean | undefined {
+  const [kind, host, pid] = handle.split(":");
+  if (kind !== "local" || host !== hostname() || !pid || Number(pid) <= 0) return undefined;
+  try {
+    // A zombie (Z) or dead (X) process is not running.
+    return !/^\d+ \(.*\) [ZX]/.test(readFileSync(`/proc/${pid}/stat`, "utf8"));
+  } catch {
+    return false;
+  }
 }
