@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import { budgetSkipReason } from "../../actors/dispatcher/budget.js";
+import { StateKeys, Subjects } from "../../protocol/subjects.js";
 import {
   budgetState,
   cellStatuses,
@@ -116,5 +117,23 @@ describe("dispatcher budget", () => {
     assert.equal(rig.launches.filter((l) => l.runName === "par").length, 2);
     const b = await budgetState(rig.client, "par");
     assert.equal(Object.keys(b?.open ?? {}).length, 2);
+  });
+
+  it("a second message for a running cell (another generation) never launches it twice", async () => {
+    await rig.submit({
+      name: "dup",
+      harnesses: harness,
+      models: [{ name: "m" }],
+      tasks: ["t1"],
+      parallel_runs: 5,
+    });
+    await waitFor("launch", async () => rig.launches.some((l) => l.runName === "dup"));
+    const work = await rig.client.kv.jobs.get(StateKeys.job("dup", "h1__m__t1__r0"));
+    for (let i = 0; i < 3; i++)
+      await rig.client.js.publish(Subjects.cells.one("dup", "h1__m"), work!.string(), {
+        msgID: `dup-again-${i}`,
+      });
+    await new Promise((r) => setTimeout(r, 1_500));
+    assert.equal(rig.launches.filter((l) => l.runName === "dup").length, 1);
   });
 });
