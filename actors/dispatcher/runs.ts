@@ -6,6 +6,7 @@ import { ProgressKeys, StateKeys } from "../../protocol/subjects.js";
 import type { Db } from "../../store/db.js";
 import { nanoToNumber, usdToNano } from "../../store/money.js";
 import { getBillableCost } from "../../store/results.js";
+import { getRunSpend } from "../../store/writer.js";
 import { estimateNanoUsd } from "../planner/matrix.js";
 
 /** What the dispatcher needs to know about a run to admit its cells. */
@@ -51,7 +52,7 @@ export class RunCache {
     const ctx = await this.get(run);
     return {
       budgetNano: ctx.budgetNano,
-      historicalBillableNano: await getBillableCost(this.db, run),
+      historicalBillableNano: await historicalBillable(this.db, run),
       configRev: ctx.configRev,
     };
   }
@@ -92,4 +93,14 @@ export class RunCache {
       estimate: (exempt) => estimateNanoUsd(config, exempt, totalCells),
     };
   }
+}
+
+/**
+ * A run's billable spend already in the DB: the seed's figure (total_cost of non-subscription rows), or the ledger's
+ * (every call of non-exempt cells, voided retries included: that money was spent), whichever is larger — an
+ * over-charge is safe, an under-charge is not.
+ */
+export async function historicalBillable(db: Db, run: string): Promise<number> {
+  const [rows, ledger] = await Promise.all([getBillableCost(db, run), getRunSpend(db, run)]);
+  return Math.max(rows, ledger.billableNanoUsd);
 }

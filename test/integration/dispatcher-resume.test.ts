@@ -2,7 +2,13 @@ import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import { requestControl } from "../../actors/dispatcher/control.js";
 import { StateKeys } from "../../protocol/subjects.js";
-import { getBillableCost, getTotalCost, upsertAttemptResults } from "../../store/results.js";
+import {
+  getBillableCost,
+  getTotalCost,
+  insertLedgerCalls,
+  upsertAttemptResults,
+  voidLedgerForTrace,
+} from "../../store/results.js";
 import {
   budgetState,
   cellStatuses,
@@ -71,9 +77,37 @@ describe("dispatcher overspend debt across resume", () => {
 
     // What the results-writer lands: two billable rows, plus an exempt (subscription) row that must not count.
     await upsertAttemptResults(rig.store.db, [
-      ...ran.map((cellId) => ({ runName: RUN, cellId, attempt: 0, totalCostNanoUsd: COST, costMode: "platform" as const })),
-      { runName: RUN, cellId: "exempt-cell", attempt: 0, totalCostNanoUsd: 5_000_000_000, costMode: "subscription" as const },
+      ...ran.map((cellId) => ({
+        runName: RUN,
+        cellId,
+        attempt: 0,
+        totalCostNanoUsd: COST,
+        costMode: "platform" as const,
+      })),
+      {
+        runName: RUN,
+        cellId: "exempt-cell",
+        attempt: 0,
+        totalCostNanoUsd: 5_000_000_000,
+        costMode: "subscription" as const,
+      },
     ]);
+    // The ledger also holds a retried call that was voided (0.10): money spent, so it counts as debt too.
+    const call = (cellId: string, attempt: number, cost: number, id: string) => ({
+      callId: id,
+      runName: RUN,
+      cellId,
+      attempt,
+      status: "ok",
+      costNanoUsd: cost,
+      costMode: "platform",
+    });
+    await insertLedgerCalls(rig.store.db, [
+      call(ran[0]!, 0, 100_000_000, "c0"),
+      call(ran[0]!, 1, COST, "c1"),
+      call(ran[1]!, 0, COST, "c2"),
+    ]);
+    await voidLedgerForTrace(rig.store.db, RUN, { cellId: ran[0]! }, 1);
     await markCompleted(rig, RUN, ran);
     assert.equal(await getBillableCost(rig.store.db, RUN), 1_800_000_000);
     assert.equal(await getTotalCost(rig.store.db, RUN), 6_800_000_000);
@@ -83,18 +117,22 @@ describe("dispatcher overspend debt across resume", () => {
     assert.equal(reply.resubmitted, true);
     await waitFor("resume skips", async () => ((await skipEvents()).length === 4 ? true : undefined));
     const blocked = "Budget cap reached ($-0.8000 remaining < $0.5000 estimated)";
-    for (const [cell, s] of await cellStatuses(rig, RUN)) if (!ran.includes(cell)) assert.equal(s.error, blocked);
+    for (const [cell, s] of await cellStatuses(rig, RUN))
+      if (!ran.includes(cell)) assert.equal(s.error, blocked);
 
-    // A fresh budget state (e.g. a new NATS) is rebuilt as budget - billable DB spend: the same debt.
+    // A fresh budget state (e.g. a new NATS) is rebuilt as budget - billable DB spend (the larger of the rows'
+    // figure, 1.80, and the ledger's with the voided retry, 1.90).
     await rig.client.kv.budgets.delete(StateKeys.budget(RUN));
     await requestControl(rig.client.nc, RUN, "resume");
     await waitFor("rebuilt state skips", async () => ((await skipEvents()).length === 6 ? true : undefined));
     const rebuilt = await budgetState(rig.client, RUN);
-    assert.equal(rebuilt?.historicalBillableNano, 1_800_000_000);
-    assert.equal(rebuilt?.remainingNano, -800_000_000);
-    for (const [cell, s] of await cellStatuses(rig, RUN)) if (!ran.includes(cell)) assert.equal(s.error, blocked);
+    assert.equal(rebuilt?.historicalBillableNano, 1_900_000_000);
+    assert.equal(rebuilt?.remainingNano, -900_000_000);
+    const rebuiltText = "Budget cap reached ($-0.9000 remaining < $0.5000 estimated)";
+    for (const [cell, s] of await cellStatuses(rig, RUN))
+      if (!ran.includes(cell)) assert.equal(s.error, rebuiltText);
 
-    // Raising budget_usd by 2.00 moves the balance by 2.00 (to 1.20): both remaining cells fit again.
+    // Raising budget_usd by 2.00 moves the balance by 2.00 (to 1.10): both remaining cells fit again.
     await rig.submit(config(3));
     await waitFor("the other two run", async () => (rig.launches.length === 4 ? true : undefined));
     assert.deepEqual(
