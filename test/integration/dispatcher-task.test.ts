@@ -4,8 +4,17 @@ import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { LocalBackend } from "../../actors/dispatcher/backends/local.js";
+import { requestControl } from "../../actors/dispatcher/control.js";
+import { CANCELLED_ERROR } from "../../actors/dispatcher/dispatcher.js";
 import { type ScriptedProvider, startScriptedProvider } from "../../scripts/scripted-provider/index.js";
-import { attemptResults, budgetState, type DispatchRig, startRig, waitFor } from "./dispatcher-fixture.js";
+import {
+  attemptResults,
+  budgetState,
+  cellStatuses,
+  type DispatchRig,
+  startRig,
+  waitFor,
+} from "./dispatcher-fixture.js";
 
 const RUN_KEY = "sk-run-dispatch-0123456789abcdef";
 let rig: DispatchRig;
@@ -84,5 +93,32 @@ describe("dispatcher → local process → evalfleet task", { timeout: 110_000 }
         ["TIMEOUT", 3],
       ],
     );
+  });
+
+  it("cancel reaches a real task (signal + SIGTERM): it publishes its result and the cell ends failed, cancelled", async () => {
+    await rig.submit({
+      name: "real-cancel",
+      task_library_path: resolve("examples/tasks"),
+      harnesses: [cmd("hang", "sleep 60")],
+      models: [{ name: "gpt-5-mini", provider: "openai" }],
+      tasks: ["sample-calc-add"],
+      timeout_seconds: 60,
+    });
+    const cell = "hang__gpt-5-mini__sample-calc-add__r0";
+    await waitFor(
+      "the task runs",
+      async () => (await cellStatuses(rig, "real-cancel")).get(cell)?.status === "running",
+    );
+    await new Promise((r) => setTimeout(r, 2_000)); // let it reach the harness
+    const t0 = Date.now();
+    await requestControl(rig.client.nc, "real-cancel", "cancel");
+    const st = await waitFor("cell failed", async () => {
+      const s = (await cellStatuses(rig, "real-cancel")).get(cell);
+      return s?.status === "failed" ? s : undefined;
+    });
+    assert.equal(st.error, CANCELLED_ERROR);
+    assert.ok(Date.now() - t0 < 20_000);
+    const results = await attemptResults(rig.client, "real-cancel");
+    assert.equal(results.length, 1);
   });
 });
