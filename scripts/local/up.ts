@@ -4,9 +4,13 @@ import { join, resolve } from "node:path";
 import { connect } from "@nats-io/transport-node";
 import { actorNames } from "../../actors/index.js";
 import { openResultsDb, type RunningActors, startActors } from "../../actors/runtime/main.js";
+import { createRunKey } from "../../gateway-sidecar/keys.js";
+import { type AliasDef, type Gateway, startGateway } from "../../gateway-sidecar/server.js";
+import type { RunConfig } from "../../protocol/config.js";
 import type { Logger } from "../../protocol/log.js";
 import type { Db } from "../../store/db.js";
 import { freePort, NatsServerNode, writeNodeConfig } from "./nats-server.js";
+import { type LocalUpstreams, localUpstreams, SAMPLE_LIBRARY } from "./providers.js";
 
 /** The whole plane on one machine, and how to stop it. */
 export interface LocalPlane {
@@ -15,6 +19,8 @@ export interface LocalPlane {
   ownNats: boolean;
   db: Db;
   dbLabel: string;
+  gateway: Gateway;
+  upstreams: LocalUpstreams;
   running: RunningActors;
   stop(): Promise<void>;
 }
@@ -31,20 +37,50 @@ async function natsAnswers(url: string): Promise<boolean> {
 }
 
 /**
+ * Aliases are model names from the runs' configs: each resolves to its model's provider upstream (the scripted
+ * provider, or the real provider whose key only the gateway holds). Looked up in run_metadata and cached.
+ */
+function aliasResolver(db: Db, up: LocalUpstreams): (alias: string) => Promise<AliasDef | undefined> {
+  const cache = new Map<string, AliasDef | undefined>();
+  return async (alias) => {
+    if (cache.has(alias)) return cache.get(alias);
+    const rows = await db.query<{ config_json: string }>(
+      "SELECT config_json FROM run_metadata ORDER BY created_at DESC",
+    );
+    for (const r of rows.rows) {
+      const cfg = JSON.parse(r.config_json) as RunConfig;
+      const model = cfg.models.find((m) => (m.alias ?? m.name) === alias);
+      const upstream = model ? up.upstreams[model.provider] : undefined;
+      if (model && upstream) {
+        const def: AliasDef = { upstream, model: model.alias ?? model.name };
+        cache.set(alias, def);
+        return def;
+      }
+    }
+    return undefined;
+  };
+}
+
+/**
  * Start the plane in this process: NATS_URL when it answers, else a nats-server of our own (JetStream, a temp
- * store); DATABASE_URL, else embedded PGlite under `stateDir`; then every actor.
+ * store); DATABASE_URL, else embedded PGlite under `stateDir`; real providers when their keys are set, else the
+ * scripted provider; the gateway in front of them; then every actor (the dispatcher launching local processes).
  */
 export async function startLocalPlane(opts: {
   log: Logger;
   stateDir?: string;
   actors?: string[];
   natsUrl?: string;
+  /** start a nats-server of our own even if one answers at NATS_URL */
+  ownNats?: boolean;
+  libraryDir?: string;
 }): Promise<LocalPlane> {
   const log = opts.log;
+  const stateDir = resolve(opts.stateDir ?? ".evalfleet");
   let natsUrl = opts.natsUrl ?? process.env.NATS_URL ?? "nats://127.0.0.1:4222";
   let node: NatsServerNode | undefined;
   let natsDir: string | undefined;
-  if (!(await natsAnswers(natsUrl))) {
+  if (opts.ownNats || !(await natsAnswers(natsUrl))) {
     natsDir = await mkdtemp(join(tmpdir(), "evalfleet-nats-"));
     const spec = {
       name: "evalfleet-local",
@@ -64,24 +100,39 @@ export async function startLocalPlane(opts: {
     db = await openResultsDb({ url: process.env.DATABASE_URL, log });
     dbLabel = "PostgreSQL (DATABASE_URL)";
   } else {
-    const dataDir = resolve(opts.stateDir ?? ".evalfleet", "pglite");
+    const dataDir = join(stateDir, "pglite");
     await mkdir(dataDir, { recursive: true });
     db = await openResultsDb({ dataDir, log });
     dbLabel = `embedded PGlite (${dataDir})`;
   }
-  // The judge needs a gateway URL and its own key; without them it is left out rather than failing the plane.
-  const judgeReady = Boolean((process.env.EVALFLEET_JUDGE_URL ?? process.env.EVALFLEET_GATEWAY_URL) && process.env.EVALFLEET_JUDGE_KEY);
-  const names = opts.actors ?? actorNames().filter((n) => n !== "judge" || judgeReady);
-  const running = await startActors(names, { log, db, servers: natsUrl });
+  const upstreams = await localUpstreams(opts.libraryDir ?? SAMPLE_LIBRARY);
+  const gateway = await startGateway({
+    db,
+    resolveAlias: aliasResolver(db, upstreams),
+    log: log.child({ part: "gateway" }),
+  });
+  // What the actors and the tasks they launch need to reach the gateway; tasks read their run's key from KV.
+  process.env.EVALFLEET_UPSTREAM_URL ??= gateway.url;
+  process.env.EVALFLEET_GATEWAY_URL ??= gateway.url;
+  process.env.EVALFLEET_WORKDIR ??= join(stateDir, "work");
+  process.env.EVALFLEET_GIT_MIRRORS ??= join(stateDir, "mirrors");
+  if (!process.env.EVALFLEET_JUDGE_KEY)
+    process.env.EVALFLEET_JUDGE_KEY = await createRunKey(db, "evalfleet-judge");
+  process.env.NATS_URL = natsUrl;
+  const running = await startActors(opts.actors ?? actorNames(), { log, db, servers: natsUrl });
   return {
     natsUrl,
     ownNats: node !== undefined,
     db,
     dbLabel,
+    gateway,
+    upstreams,
     running,
     async stop() {
       await running.shutdown(10_000);
       await running.ctx.plane.close();
+      await gateway.close();
+      await upstreams.scripted?.close();
       await db.close();
       if (node) await node.stop();
       if (natsDir) await rm(natsDir, { recursive: true, force: true });

@@ -1,7 +1,8 @@
 /**
- * The built-in reference agent: a minimal OpenAI-compatible chat-completions loop that lists, reads and writes files
- * in its working directory through tool calls until the model calls `finish`. It is a program (run as a child
- * process by the reference adapter), configured only through the environment the adapter sets.
+ * The built-in reference agent: a minimal tool loop that lists, reads and writes files in its working directory
+ * until the model calls `finish`. It speaks OpenAI Chat Completions, or Anthropic Messages when EVALFLEET_PROVIDER
+ * is `anthropic`, so it can run against every model of a run. It is a program (run as a child process by the
+ * reference adapter), configured only through the environment the adapter sets.
  */
 import { appendFileSync } from "node:fs";
 import { mkdir, readdir, readFile, writeFile } from "node:fs/promises";
@@ -94,6 +95,104 @@ async function runTool(root: string, call: ToolCall): Promise<{ result: string; 
   }
 }
 
+/** One model turn, whatever the wire format: the text and the tool calls it asked for. */
+interface Turn {
+  text: string | null;
+  calls: ToolCall[];
+  /** what to record in the trajectory for this turn */
+  assistant: unknown;
+}
+
+/** A conversation in one provider's wire format. */
+interface Conversation {
+  send(): Promise<{ ok: true; turn: Turn } | { ok: false; status: number; body: string }>;
+  addResults(results: Array<{ id: string; result: string }>): void;
+}
+
+const SYSTEM =
+  "You are a careful software engineer fixing an issue in a repository. Use the tools to read the relevant " +
+  "files, write the fixed files in full with write_file, then call finish.";
+
+function openaiConversation(base: string, model: string, key: string, prompt: string): Conversation {
+  const messages: Message[] = [
+    { role: "system", content: SYSTEM },
+    { role: "user", content: prompt },
+  ];
+  return {
+    async send() {
+      const res = await fetch(`${base}/v1/chat/completions`, {
+        method: "POST",
+        headers: { "content-type": "application/json", authorization: `Bearer ${key}` },
+        body: JSON.stringify({ model, messages, tools: REFERENCE_TOOLS, tool_choice: "auto" }),
+      });
+      const text = await res.text();
+      if (!res.ok) return { ok: false, status: res.status, body: text };
+      const msg = (JSON.parse(text) as { choices?: Array<{ message?: Message }> }).choices?.[0]?.message;
+      if (!msg) return { ok: false, status: res.status, body: "the reply has no message" };
+      const reply: Message = { role: "assistant", content: msg.content ?? null };
+      if (msg.tool_calls?.length) reply.tool_calls = msg.tool_calls;
+      messages.push(reply);
+      return { ok: true, turn: { text: msg.content ?? null, calls: msg.tool_calls ?? [], assistant: reply } };
+    },
+    addResults(results) {
+      for (const r of results) messages.push({ role: "tool", tool_call_id: r.id, content: r.result });
+    },
+  };
+}
+
+interface AnthropicBlock {
+  type: string;
+  text?: string;
+  id?: string;
+  name?: string;
+  input?: unknown;
+  tool_use_id?: string;
+  content?: string;
+}
+
+function anthropicConversation(base: string, model: string, key: string, prompt: string): Conversation {
+  const tools = REFERENCE_TOOLS.map((t) => ({
+    name: t.function.name,
+    description: t.function.description,
+    input_schema: t.function.parameters,
+  }));
+  const messages: Array<{ role: "user" | "assistant"; content: string | AnthropicBlock[] }> = [
+    { role: "user", content: prompt },
+  ];
+  return {
+    async send() {
+      const res = await fetch(`${base}/v1/messages`, {
+        method: "POST",
+        headers: { "content-type": "application/json", "x-api-key": key, "anthropic-version": "2023-06-01" },
+        body: JSON.stringify({ model, max_tokens: 4096, system: SYSTEM, messages, tools }),
+      });
+      const text = await res.text();
+      if (!res.ok) return { ok: false, status: res.status, body: text };
+      const content = (JSON.parse(text) as { content?: AnthropicBlock[] }).content ?? [];
+      messages.push({ role: "assistant", content });
+      const calls: ToolCall[] = content
+        .filter((b) => b.type === "tool_use")
+        .map((b) => ({
+          id: b.id ?? "",
+          type: "function",
+          function: { name: b.name ?? "", arguments: JSON.stringify(b.input ?? {}) },
+        }));
+      const said = content
+        .filter((b) => b.type === "text")
+        .map((b) => b.text ?? "")
+        .join("");
+      return { ok: true, turn: { text: said || null, calls, assistant: { role: "assistant", content } } };
+    },
+    addResults(results) {
+      if (results.length === 0) return;
+      messages.push({
+        role: "user",
+        content: results.map((r) => ({ type: "tool_result", tool_use_id: r.id, content: r.result })),
+      });
+    },
+  };
+}
+
 async function main(): Promise<number> {
   const env = process.env;
   const base = (env.EVALFLEET_BASE_URL ?? "").replace(/\/+$/, "");
@@ -106,53 +205,40 @@ async function main(): Promise<number> {
     return 2;
   }
   const files = await listFiles(root);
-  const messages: Message[] = [
-    {
-      role: "system",
-      content:
-        "You are a careful software engineer fixing an issue in a repository. Use the tools to read the relevant " +
-        "files, write the fixed files in full with write_file, then call finish.",
-    },
-    { role: "user", content: `${env.EVALFLEET_PROMPT ?? ""}\n\nRepository files:\n${files.join("\n")}` },
-  ];
+  const prompt = `${env.EVALFLEET_PROMPT ?? ""}\n\nRepository files:\n${files.join("\n")}`;
+  const conversation =
+    env.EVALFLEET_PROVIDER === "anthropic"
+      ? anthropicConversation(base, model, env.ANTHROPIC_API_KEY ?? "", prompt)
+      : openaiConversation(base, model, env.OPENAI_API_KEY ?? "", prompt);
   const record = (entry: Record<string, unknown>) => {
     if (trajectory) appendFileSync(trajectory, `${JSON.stringify(entry)}\n`);
   };
   for (let turn = 1; turn <= maxTurns; turn++) {
-    const res = await fetch(`${base}/v1/chat/completions`, {
-      method: "POST",
-      headers: { "content-type": "application/json", authorization: `Bearer ${env.OPENAI_API_KEY ?? ""}` },
-      body: JSON.stringify({ model, messages, tools: REFERENCE_TOOLS, tool_choice: "auto" }),
-    });
-    const text = await res.text();
-    if (!res.ok) {
-      record({ turn, error: { status: res.status, body: text.slice(0, 2000) } });
+    const sent = await conversation.send();
+    if (!sent.ok) {
+      record({ turn, error: { status: sent.status, body: sent.body.slice(0, 2000) } });
       process.stderr.write(
-        `reference agent: model call failed with HTTP ${res.status}: ${text.slice(0, 500)}\n`,
+        `reference agent: model call failed with HTTP ${sent.status}: ${sent.body.slice(0, 500)}\n`,
       );
       return 1;
     }
-    const body = JSON.parse(text) as { choices?: Array<{ message?: Message }> };
-    const msg = body.choices?.[0]?.message;
-    if (!msg) {
-      process.stderr.write("reference agent: the reply has no message\n");
-      return 1;
-    }
-    const reply: Message = { role: "assistant", content: msg.content ?? null };
-    if (msg.tool_calls?.length) reply.tool_calls = msg.tool_calls;
-    messages.push(reply);
+    const { turn: reply } = sent;
     const results: Array<{ id: string; name: string; result: string }> = [];
-    let finished = !msg.tool_calls?.length;
-    for (const call of msg.tool_calls ?? []) {
+    let finished = reply.calls.length === 0;
+    for (const call of reply.calls) {
       const r = await runTool(root, call);
       finished ||= r.finished;
-      results.push({ id: call.id, name: call.function.name, result: r.result.slice(0, 4000) });
-      messages.push({ role: "tool", tool_call_id: call.id, content: r.result });
+      results.push({ id: call.id, name: call.function.name, result: r.result });
       process.stdout.write(`turn ${turn}: ${call.function.name} ${r.result.split("\n")[0]?.slice(0, 120)}\n`);
     }
-    record({ turn, assistant: reply, tool_results: results });
+    conversation.addResults(results);
+    record({
+      turn,
+      assistant: reply.assistant,
+      tool_results: results.map((r) => ({ ...r, result: r.result.slice(0, 4000) })),
+    });
     if (finished) {
-      process.stdout.write(`done after ${turn} turn(s)${msg.content ? `: ${msg.content}` : ""}\n`);
+      process.stdout.write(`done after ${turn} turn(s)${reply.text ? `: ${reply.text}` : ""}\n`);
       return 0;
     }
   }

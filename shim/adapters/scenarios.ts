@@ -25,7 +25,10 @@ export function referenceFixScenario(opts: {
   return (req) => {
     const usage = opts.usage ? { usage: opts.usage } : {};
     const messages = Array.isArray(req.body.messages) ? req.body.messages : [];
-    if (req.endpoint !== "chat_completions" || !Array.isArray(req.body.tools))
+    if (
+      (req.endpoint !== "chat_completions" && req.endpoint !== "messages") ||
+      !Array.isArray(req.body.tools)
+    )
       return { text: "ok", ...usage };
     const files = typeof opts.files === "function" ? opts.files(req) : opts.files;
     const step = messages.filter((m) => isRecord(m) && m.role === "assistant").length;
