@@ -1,8 +1,11 @@
-import type { KV, KvEntry } from "@nats-io/kv";
+import { type KV, type KvEntry, Kvm } from "@nats-io/kv";
+import { Objm } from "@nats-io/obj";
+import { connect, type NatsConnection } from "@nats-io/transport-node";
 import type { Command } from "commander";
 import { natsUrl, openPlane, type Plane } from "../../actors/runtime/connect.js";
 import { ErrorCode, EvalfleetError } from "../../protocol/errors.js";
 import { ProgressKeys } from "../../protocol/subjects.js";
+import { Buckets, ObjectStores } from "../../protocol/topology.js";
 import {
   eta,
   isTerminal,
@@ -15,15 +18,38 @@ import {
 import { usd } from "../report/format.js";
 import { printJson } from "./output.js";
 
-/** Open the plane for a viewer: no topology changes, and a message that says what to do when nothing answers. */
+/**
+ * Open the plane for a viewer: no topology changes, and a message that says what to do when nothing answers.
+ * The buckets are checked first on a connection of our own, closed either way: openPlane keeps its connection
+ * open when a bucket is missing, and an open connection would keep the CLI from exiting after the error.
+ */
 export async function openViewerPlane(name: string): Promise<Plane> {
+  const unavailable = (why: string) =>
+    new EvalfleetError(
+      ErrorCode.Unavailable,
+      `cannot read live state from NATS at ${natsUrl()}: ${why}. Start the plane (evalfleet up) or set NATS_URL.`,
+    );
+  let nc: NatsConnection;
+  try {
+    nc = await connect({ servers: natsUrl().split(","), name, timeout: 5_000 });
+  } catch (err) {
+    throw unavailable((err as Error).message);
+  }
+  try {
+    const kvm = new Kvm(nc);
+    const objm = new Objm(nc);
+    for (const b of [Buckets.progress.name, Buckets.pacer.name])
+      await kvm.open(b, { bindOnly: true }).then((kv) => kv.status());
+    await objm.open(ObjectStores.blobs.name);
+  } catch (err) {
+    throw unavailable(`${(err as Error).message} (the plane has not created its buckets here)`);
+  } finally {
+    await nc.close();
+  }
   try {
     return await openPlane({ name, ensure: false });
   } catch (err) {
-    throw new EvalfleetError(
-      ErrorCode.Unavailable,
-      `cannot read live state from NATS at ${natsUrl()}: ${(err as Error).message}. Start the plane (evalfleet up) or set NATS_URL.`,
-    );
+    throw unavailable((err as Error).message);
   }
 }
 

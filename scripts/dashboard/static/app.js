@@ -56,7 +56,10 @@ async function start() {
   const runs = await (await fetch("/api/runs")).json();
   const run = pickRun(runs);
   renderRuns(runs);
+  $("conn").textContent = run ? "connecting…" : "waiting for a run";
   if (run) open(run);
+  // No run yet: look again until one is submitted (a stream needs a run to follow).
+  else setTimeout(() => start().catch(showError), 3000);
 }
 window.addEventListener("hashchange", () => {
   const run = decodeURIComponent(location.hash.slice(1));
