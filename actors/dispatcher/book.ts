@@ -127,6 +127,8 @@ export class BudgetBook {
       }
       const running = counts(state);
       const results = ops.map((op) => applyOp(state, op, running));
+      // Only reads (waits, skips, repeats): decided on a consistent snapshot, nothing to write.
+      if (!running.changed && revision !== null) return results;
       const body = JSON.stringify(state);
       try {
         if (revision === null) await this.kv.create(key, body);

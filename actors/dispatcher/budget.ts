@@ -113,47 +113,48 @@ export function budgetSkipReason(remainingNano: number, estimateNano: number): s
 }
 
 /** Running counts derived from the open set (never stored, so they cannot drift). */
-export function counts(state: BudgetState): { running: number; pools: Map<string, number> } {
+/** Derived counts carried across one batch, and whether the batch changed the state at all. */
+export interface BatchCounts {
+  running: number;
+  pools: Map<string, number>;
+  /** false while every op so far only read (a wait, a skip, a repeat): then nothing needs writing */
+  changed: boolean;
+}
+
+export function counts(state: BudgetState): BatchCounts {
   const pools = new Map<string, number>();
   let running = 0;
   for (const c of Object.values(state.open)) {
     running++;
     pools.set(c.p, (pools.get(c.p) ?? 0) + 1);
   }
-  return { running, pools };
+  return { running, pools, changed: false };
 }
 
 /**
  * A resubmission may change budget_usd: the difference moves the balance (raising the cap unblocks a run in debt),
  * but the balance is never re-floored to 0 or to the full budget.
  */
-function applyBudgetChange(state: BudgetState, budgetNano: number | null, configRev: number): void {
+function applyBudgetChange(state: BudgetState, budgetNano: number | null, configRev: number): boolean {
   // A replica with a stale config must not move the cap back.
-  if (configRev <= (state.configRev ?? 0)) return;
+  if (configRev <= (state.configRev ?? 0)) return false;
   state.configRev = configRev;
-  if (budgetNano === state.budgetNano) return;
+  if (budgetNano === state.budgetNano) return true;
   if (state.budgetNano !== null && budgetNano !== null) state.remainingNano += budgetNano - state.budgetNano;
   else if (budgetNano !== null)
     state.remainingNano = budgetNano - state.historicalBillableNano - state.billableNano;
   state.budgetNano = budgetNano;
+  return true;
 }
 
 /** Apply one op to `state` in place. `running` carries the derived counts across a batch. */
-export function applyOp(
-  state: BudgetState,
-  op: BudgetOp,
-  running: { running: number; pools: Map<string, number> },
-): BudgetOpResult {
+export function applyOp(state: BudgetState, op: BudgetOp, running: BatchCounts): BudgetOpResult {
   if (op.kind === "admit") return admit(state, op, running);
   return reconcile(state, op, running);
 }
 
-function admit(
-  state: BudgetState,
-  op: AdmitRequest,
-  running: { running: number; pools: Map<string, number> },
-): AdmitResult {
-  applyBudgetChange(state, op.budgetNano, op.configRev);
+function admit(state: BudgetState, op: AdmitRequest, running: BatchCounts): AdmitResult {
+  if (applyBudgetChange(state, op.budgetNano, op.configRev)) running.changed = true;
   const held = state.open[op.cellId];
   if (held)
     return { kind: "admitted", reservedNano: held.r, already: true, remainingNano: state.remainingNano };
@@ -175,16 +176,13 @@ function admit(
     state.remainingNano -= reserve;
   }
   state.open[op.cellId] = { r: reserve, p: op.pool, x: op.exempt, a: [] };
+  running.changed = true;
   running.running++;
   running.pools.set(op.pool, (running.pools.get(op.pool) ?? 0) + 1);
   return { kind: "admitted", reservedNano: reserve, already: false, remainingNano: state.remainingNano };
 }
 
-function reconcile(
-  state: BudgetState,
-  op: ReconcileRequest,
-  running: { running: number; pools: Map<string, number> },
-): ReconcileResult {
+function reconcile(state: BudgetState, op: ReconcileRequest, running: BatchCounts): ReconcileResult {
   const cell = state.open[op.cellId];
   const before = state.remainingNano;
   if (!cell)
@@ -192,6 +190,7 @@ function reconcile(
   let applied = false;
   if (!cell.a.includes(op.attempt)) {
     applied = true;
+    running.changed = true;
     cell.a.push(op.attempt);
     state.totalNano += op.actualNano;
     if (!cell.x) {
@@ -204,6 +203,7 @@ function reconcile(
     // Release: the reservation goes back to the balance; the real spend stays deducted (refund or deduct).
     if (state.budgetNano !== null) state.remainingNano += cell.r;
     delete state.open[op.cellId];
+    running.changed = true;
     running.running--;
     running.pools.set(cell.p, (running.pools.get(cell.p) ?? 1) - 1);
     released = true;

@@ -36,7 +36,7 @@ describe("dispatcher load", () => {
         const open = b ? Object.keys(b.open).length : 0;
         return rig.launches.length >= N ? open : undefined;
       },
-      90_000,
+      150_000,
     );
     const launchedIn = Date.now() - t0;
     const b = await waitFor(
@@ -47,7 +47,7 @@ describe("dispatcher load", () => {
           ? s
           : undefined;
       },
-      90_000,
+      150_000,
     );
     const doneIn = Date.now() - t0;
     process.stderr.write(`${JSON.stringify((globalThis as { casStats?: unknown }).casStats)}\n`);
