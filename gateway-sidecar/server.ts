@@ -114,14 +114,19 @@ export async function startGateway(opts: GatewayOptions): Promise<Gateway> {
   const aliasFor = async (alias: string): Promise<AliasDef | undefined> =>
     opts.aliases?.[alias] ?? (opts.resolveAlias ? await opts.resolveAlias(alias) : undefined);
 
+  // Calls being handled, including their spend-log write after the answer: close() waits for these.
+  const handlers = new Set<Promise<void>>();
   const server = createServer((req, res) => {
-    handle(req, res).catch((err: unknown) => {
-      log.error({ err }, "gateway: call failed");
-      if (!res.headersSent) {
-        const e = shimError(providerOf(req), "upstream", "gateway error");
-        send(res, e.status, e.body);
-      } else res.destroy();
-    });
+    const h = handle(req, res)
+      .catch((err: unknown) => {
+        log.error({ err }, "gateway: call failed");
+        if (!res.headersSent) {
+          const e = shimError(providerOf(req), "upstream", "gateway error");
+          send(res, e.status, e.body);
+        } else res.destroy();
+      })
+      .finally(() => handlers.delete(h));
+    handlers.add(h);
   });
 
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
@@ -193,6 +198,21 @@ export async function startGateway(opts: GatewayOptions): Promise<Gateway> {
       if (!res.writableFinished) ac.abort();
     };
     res.once("close", onClientGone);
+    const logCall = async (st: SpendStatus, r: MeterResult | undefined): Promise<void> => {
+      if (st === "lost" || st === "client_closed") {
+        // The provider may have generated (and billed) more than reached us before the call was cut on our side:
+        // the worst-case reservation stays as the cost, with what was metered kept for the record.
+        await settleSpend(opts.db, requestId, st, r?.usage ?? null, reserveNanoUsd, r?.model);
+        return;
+      }
+      const usage = r?.usage ?? null;
+      // An error before any output is not billed; anything the provider did send is.
+      const billable =
+        usage !== null && (st !== "error" || (r?.sawContent ?? false) || usage.outputTokens > 0);
+      const costNanoUsd = billable ? prices.cost(model, usage).costNanoUsd : 0;
+      await settleSpend(opts.db, requestId, st, billable ? usage : null, costNanoUsd, r?.model);
+    };
+    let logged = false;
     let status: SpendStatus = "lost";
     let result: MeterResult | undefined;
     let meter: ReturnType<typeof streamMeter> | undefined;
@@ -218,9 +238,8 @@ export async function startGateway(opts: GatewayOptions): Promise<Gateway> {
         const buf = chunk as Buffer;
         if (parser) parser.push(buf);
         else if (metered) chunks.push(buf);
-        if (!res.write(buf)) await new Promise<void>((r) => res.once("drain", () => r()));
+        if (!res.write(buf)) await drained(res);
       }
-      res.end();
       if (metered) {
         const text = Buffer.concat(chunks).toString("utf8");
         result = m
@@ -229,7 +248,14 @@ export async function startGateway(opts: GatewayOptions): Promise<Gateway> {
             ? anthropicJsonResult(text)
             : openaiJsonResult(text, route.endpoint === "responses" ? "responses" : "chat");
         status = up.statusCode >= 400 ? "error" : result.complete ? "ok" : result.error ? "error" : "cut";
+        // Log before the answer ends: once a caller holds its full answer, the gateway's row is final, so the
+        // reconciliation at the attempt's end never reads a pending row of a call that completed.
+        logged = true;
+        await logCall(status, result).catch((err: unknown) =>
+          log.error({ err, requestId }, "gateway: spend log write failed; the reservation stands"),
+        );
       }
+      res.end();
     } catch (err) {
       // A stream the provider cut is billed for what the meter saw (all it sent); a call cut on our side, or whose
       // outcome is unknown (no response, a JSON body cut short), keeps its worst-case reservation as its cost.
@@ -248,19 +274,7 @@ export async function startGateway(opts: GatewayOptions): Promise<Gateway> {
       inflight.delete(ac);
       res.off("close", onClientGone);
     }
-    if (!metered) return;
-    if (status === "lost" || status === "client_closed") {
-      // The provider may have generated (and billed) more than reached us before the call was cut on our side:
-      // the worst-case reservation stays as the cost, with what was metered kept for the record.
-      await settleSpend(opts.db, requestId, status, result?.usage ?? null, reserveNanoUsd, result?.model);
-      return;
-    }
-    const usage = result?.usage ?? null;
-    // An error before any output is not billed; anything the provider did send is.
-    const billable =
-      usage !== null && (status !== "error" || (result?.sawContent ?? false) || usage.outputTokens > 0);
-    const costNanoUsd = billable ? prices.cost(model, usage).costNanoUsd : 0;
-    await settleSpend(opts.db, requestId, status, billable ? usage : null, costNanoUsd, result?.model);
+    if (metered && !logged) await logCall(status, result);
   }
 
   await new Promise<void>((resolve) => server.listen(opts.port ?? 0, opts.host ?? "127.0.0.1", resolve));
@@ -279,6 +293,11 @@ export async function startGateway(opts: GatewayOptions): Promise<Gateway> {
         server.closeAllConnections();
       }
       await closed;
+      // A drain lets every call finish and log; after an abort, handlers only have their spend-log write left.
+      const settled = Promise.allSettled([...handlers]);
+      await (closeOpts.abort
+        ? Promise.race([settled, new Promise((r) => setTimeout(r, 5000).unref())])
+        : settled);
       clearInterval(sweep);
       await agent.close().catch(() => undefined);
     },
@@ -352,6 +371,19 @@ function passHeaders(h: Record<string, string>): Record<string, string> {
   return out;
 }
 
+/** Until the client takes more bytes — or is gone, when 'drain' never comes (the upstream is aborted then). */
+function drained(res: ServerResponse): Promise<void> {
+  return new Promise<void>((resolve) => {
+    const done = () => {
+      res.off("drain", done);
+      res.off("close", done);
+      resolve();
+    };
+    res.once("drain", done);
+    res.once("close", done);
+  });
+}
+
 function readBody(req: IncomingMessage, maxBytes: number): Promise<Buffer | undefined> {
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
@@ -364,6 +396,10 @@ function readBody(req: IncomingMessage, maxBytes: number): Promise<Buffer | unde
     });
     req.on("end", () => resolve(over ? undefined : Buffer.concat(chunks)));
     req.on("error", reject);
+    // The client went away mid-body: 'end' will never come.
+    req.on("close", () => {
+      if (!req.complete) reject(new Error("client closed before the request body ended"));
+    });
   });
 }
 
