@@ -158,6 +158,14 @@ async function main(): Promise<void> {
   const shimUrl = `http://127.0.0.1:${shim.port}`;
   const agent = new Agent({ connections: 512, keepAliveTimeout: 30_000 });
   const results: Record<string, unknown>[] = [];
+  // Interrupted: leave no nats-server or children behind.
+  for (const sig of ["SIGINT", "SIGTERM"] as const) {
+    process.once(sig, () => {
+      shim.proc.kill("SIGTERM");
+      provider.proc.kill("SIGTERM");
+      void nats.cleanup().finally(() => process.exit(130));
+    });
+  }
   try {
     // Warm up long enough for the JIT to settle in every process.
     await drive(agent, providerUrl, 1000, WARMUP_S);
