@@ -65,6 +65,7 @@ export async function startResultsWriter(opts: ResultsWriterOptions): Promise<Ac
   };
   await actor.start();
   progress.start();
+  await progress.adoptOpenRuns().catch((err) => opts.log.warn({ err }, "could not list unfinished runs"));
   void actor.stopped.then(() => progress.stop());
 
   const feed = async <S extends z.ZodType>(

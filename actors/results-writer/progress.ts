@@ -41,6 +41,10 @@ export interface ProgressOptions {
 }
 
 const CAS_TRIES = 8;
+/** A flush slowed by queueing (PGlite runs one statement at a time) must not postpone the next one for long. */
+const MAX_INTERVAL_MS = 2_000;
+/** A run with no new results for this long is no longer re-counted on a timer (abandoned, or waiting on a human). */
+const OPEN_IDLE_MS = 10 * 60_000;
 
 /**
  * Live progress in KV, coalesced: handlers mark a run dirty after their commit; a timer recounts dirty runs from
@@ -50,7 +54,8 @@ const CAS_TRIES = 8;
  */
 export class ProgressWriter {
   private readonly dirty = new Set<string>();
-  private readonly open = new Set<string>();
+  /** Unfinished runs this writer has touched, and when it last did: re-counted until finished or idle. */
+  private readonly open = new Map<string, number>();
   private timer: NodeJS.Timeout | undefined;
   private running: Promise<void> = Promise.resolve();
   private lastRecheck = Date.now();
@@ -73,15 +78,35 @@ export class ProgressWriter {
     this.timer = setTimeout(() => {
       const t0 = performance.now();
       void this.flush().then(() =>
-        this.schedule(Math.max(this.o.intervalMs ?? 250, 8 * (performance.now() - t0))),
+        this.schedule(
+          Math.min(MAX_INTERVAL_MS, Math.max(this.o.intervalMs ?? 250, 8 * (performance.now() - t0))),
+        ),
       );
     }, ms);
     this.timer.unref();
   }
 
+  /**
+   * Runs left unfinished by a writer that stopped between its last ack and its last progress write would never
+   * be looked at again (nothing is redelivered): at start, every run whose key says it is still going is
+   * re-counted once, and finished if it is done.
+   */
+  async adoptOpenRuns(): Promise<void> {
+    // ProgressKeys.run(name) is `<prefix><token>`: the wildcard over every run is that prefix plus `*`.
+    const filter = `${ProgressKeys.run("_").slice(0, -1)}*`;
+    const keys: string[] = [];
+    for await (const k of await this.o.kv.keys(filter)) keys.push(k);
+    for (const key of keys) {
+      const entry = await this.o.kv.get(key);
+      const p = readProgress(entry?.operation === "PUT" ? entry.value : undefined);
+      if (p && (p.phase === "planned" || p.phase === "running" || p.phase === "draining"))
+        this.markDirty(p.run);
+    }
+  }
+
   markDirty(run: string): void {
     this.dirty.add(run);
-    this.open.add(run);
+    this.open.set(run, Date.now());
   }
 
   /** Write every dirty run now (and, when due, re-count the unfinished ones). Serialised with the timer. */
@@ -99,7 +124,8 @@ export class ProgressWriter {
   private async flushOnce(): Promise<void> {
     const due = Date.now() - this.lastRecheck >= (this.o.recheckMs ?? 2_000);
     if (due) this.lastRecheck = Date.now();
-    const runs = new Set(due ? [...this.dirty, ...this.open] : this.dirty);
+    if (due) for (const [run, at] of this.open) if (Date.now() - at > OPEN_IDLE_MS) this.open.delete(run);
+    const runs = new Set(due ? [...this.dirty, ...this.open.keys()] : this.dirty);
     this.dirty.clear();
     for (const run of runs) {
       try {
@@ -139,8 +165,9 @@ export class ProgressWriter {
       const prev = readProgress(entry?.operation === "PUT" ? entry.value : undefined);
       let phase: RunProgress["phase"] = prev?.phase ?? "running";
       if (done && phase !== "cancelled") phase = "finished";
-      else if (!done && (phase === "planned" || phase === "finished" || phase === "rejected"))
-        phase = "running";
+      else if (!done && (phase === "finished" || phase === "rejected")) phase = "running";
+      // A planned run becomes running once any cell has moved.
+      else if (!done && phase === "planned" && c.pending < totalCells) phase = "running";
       const message =
         phase === "finished"
           ? `finished: ${tally} of ${totalCells} cells; ${money}`

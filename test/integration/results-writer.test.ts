@@ -21,7 +21,13 @@ import {
 import { ProgressKeys, StateKeys, Subjects } from "../../protocol/subjects.js";
 import { Consumers, Streams } from "../../protocol/topology.js";
 import { usdToNanoNumber } from "../../store/money.js";
-import { getAttemptResult, getCellStatuses, insertPendingCells, ledgerTotals } from "../../store/results.js";
+import {
+  getAttemptResult,
+  getCellStatuses,
+  insertPendingCells,
+  ledgerTotals,
+  setCellStatus,
+} from "../../store/results.js";
 import { type FreshDb, freshDb } from "../helpers/db.js";
 import { startNats, type TestNats } from "../helpers/nats.js";
 
@@ -32,7 +38,7 @@ const planes: Plane[] = [];
 const writers: Actor[] = [];
 const log = silentLogger();
 
-const ACK_WAIT_NS = 2_000_000_000;
+const ACK_WAIT_NS = 4_000_000_000;
 const WRITER_CONSUMERS = [
   Consumers.resultsWriterAttempts,
   Consumers.resultsWriterLedger,
@@ -520,6 +526,39 @@ describe("results-writer", () => {
     assert.equal(p?.pending, 0);
   });
 
+  it("a writer that starts after a lost progress write still finishes the run", async () => {
+    const run = "adopted";
+    await plan(run, [work(run, "a"), work(run, "b")]);
+    for (const c of ["a", "b"]) await setCellStatus(store.db, run, c, "completed");
+    // The last writer acked everything but died before writing this key: it still says running.
+    const stale: RunProgress = {
+      type: MessageTypes.runProgress,
+      run,
+      phase: "running",
+      message: "",
+      totalCells: 2,
+      completed: 1,
+      failed: 0,
+      skipped: 0,
+      running: 1,
+      pending: 0,
+      totalCostNanoUsd: 0,
+      billableCostNanoUsd: 0,
+      budgetNanoUsd: 5,
+      updatedAt: new Date().toISOString(),
+    };
+    await admin.kv.progress.put(ProgressKeys.run(run), JSON.stringify(stale));
+    const adopter = await writer("rw-adopter");
+    const p = await waitFor("finished", async () => {
+      const x = await progress(run);
+      return x?.phase === "finished" && x;
+    });
+    writers.splice(writers.indexOf(adopter.actor), 1);
+    await adopter.actor.stop();
+    assert.equal(p.completed, 2);
+    assert.equal(p.budgetNanoUsd, 5, "fields the writer does not own are kept");
+  });
+
   it("two replicas land a bulk run with totals that match the ledger (throughput diagnostic)", async (t) => {
     await writer("rw-c"); // a second replica sharing the durable consumers
     const run = "bulk";
@@ -602,6 +641,13 @@ describe("results-writer", () => {
       subjects_filter: Subjects.gradeJobs.one(run),
     });
     assert.equal(info.state.subjects?.[Subjects.gradeJobs.one(run)], n, "exactly one grade job per attempt");
+    // The ledger feed is consumed apart from the results (a run's `finished` waits for it the same way).
+    await waitFor(
+      "every call",
+      async () => (await count("SELECT count(*) AS n FROM ledger_calls WHERE run_name = $1", [run])) >= 2 * n,
+      60_000,
+    );
+    await new Promise((r) => setTimeout(r, 500));
     assert.equal(await count("SELECT count(*) AS n FROM ledger_calls WHERE run_name = $1", [run]), 2 * n);
     assert.equal(
       await count(
