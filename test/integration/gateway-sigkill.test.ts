@@ -1,0 +1,173 @@
+import assert from "node:assert/strict";
+import { type ChildProcess, spawn } from "node:child_process";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { test } from "node:test";
+import { Agent, request } from "undici";
+import { createRunKey } from "../../gateway-sidecar/keys.js";
+import { GatewayHeaders } from "../../gateway-sidecar/server.js";
+import { reconcileAttempt } from "../../gateway-sidecar/spend.js";
+import { anthropicJsonResult } from "../../providers/anthropic.js";
+import { PriceTable } from "../../providers/pricing.js";
+import { startScriptedProvider } from "../../scripts/scripted-provider/index.js";
+import { freshDb } from "../helpers/db.js";
+
+/*
+ * Two `evalfleet gateway` processes on one PostgreSQL; one is SIGKILLed mid-run. No call is lost (the client moves
+ * to the other replica), every call the upstream billed is in the spend log — the dead replica's calls as pending
+ * rows at their worst-case reservation — so the log never under-counts, and reconciliation flags those cells.
+ * Needs DATABASE_URL (PGlite cannot be shared between processes).
+ */
+
+const UPSTREAM_KEY = "sk-upstream-sigkill";
+const MODEL = "claude-sonnet-4-5";
+const CLI = new URL("../../scripts/cli.ts", import.meta.url).pathname;
+
+function freePort(): Promise<number> {
+  return new Promise((resolve) => {
+    const s = createServer();
+    s.listen(0, "127.0.0.1", () => {
+      const a = s.address();
+      s.close(() => resolve(typeof a === "object" && a ? a.port : 0));
+    });
+  });
+}
+
+async function startReplica(port: number, config: string, dbUrl: string): Promise<ChildProcess> {
+  const proc = spawn(
+    process.execPath,
+    ["--import", "tsx", CLI, "gateway", "--port", String(port), "--config", config],
+    {
+      env: {
+        ...process.env,
+        DATABASE_URL: dbUrl,
+        GW_UPSTREAM_KEY: UPSTREAM_KEY,
+        EVALFLEET_LOG_LEVEL: "warn",
+      },
+      stdio: ["ignore", "pipe", "pipe"],
+    },
+  );
+  let out = "";
+  await new Promise<void>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`gateway did not start:\n${out}`)), 30_000);
+    const onData = (d: Buffer) => {
+      out += d.toString();
+      if (out.includes("gateway listening")) {
+        clearTimeout(timer);
+        resolve();
+      }
+    };
+    proc.stdout?.on("data", onData);
+    proc.stderr?.on("data", onData);
+    proc.once("exit", (code) => reject(new Error(`gateway exited ${code}:\n${out}`)));
+  });
+  return proc;
+}
+
+test("a gateway process SIGKILLed mid-run: no call lost, the log never under-counts the bill", {
+  skip: !process.env.DATABASE_URL,
+}, async () => {
+  const fdb = await freshDb("gateway_sigkill");
+  const provider = await startScriptedProvider({
+    keys: [UPSTREAM_KEY],
+    scenario: (req) => ({ text: "x".repeat(40 + (req.index % 13) * 4), firstByteDelayMs: 80 }),
+  });
+  const dir = await mkdtemp(join(tmpdir(), "ef-gw-"));
+  const config = join(dir, "gateway.json");
+  await writeFile(
+    config,
+    JSON.stringify({
+      aliases: {
+        sonnet: {
+          provider: "anthropic",
+          base_url: provider.url,
+          api_key_env: "GW_UPSTREAM_KEY",
+          model: MODEL,
+        },
+      },
+    }),
+  );
+  const ports = [await freePort(), await freePort()];
+  const procs = await Promise.all(ports.map((p) => startReplica(p, config, fdb.url!)));
+  const urls = ports.map((p) => `http://127.0.0.1:${p}`);
+  const run = "sigkill-run";
+  const key = await createRunKey(fdb.db, run);
+  const prices = new PriceTable();
+  const agent = new Agent({ connections: 16 });
+  const byCell = new Map<string, number>();
+  let answered = 0;
+  let retries = 0;
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: 10 }, async () => {
+      while (next < 60) {
+        const i = next++;
+        if (i === 25) procs[0]!.kill("SIGKILL");
+        const cell = `cell-${i % 4}`;
+        const body = JSON.stringify({
+          model: "sonnet",
+          max_tokens: 200,
+          messages: [{ role: "user", content: `call ${i}` }],
+        });
+        for (let attempt = 0; ; attempt++) {
+          assert.ok(attempt < 8, `call ${i} lost`);
+          try {
+            const res = await request(`${urls[(i + attempt) % 2]}/v1/messages`, {
+              method: "POST",
+              headers: { "content-type": "application/json", "x-api-key": key, [GatewayHeaders.cell]: cell },
+              body,
+              dispatcher: agent,
+            });
+            const text = await res.body.text();
+            if (res.statusCode === 502) {
+              retries++;
+              continue;
+            }
+            assert.equal(res.statusCode, 200, text);
+            const cost = prices.cost(MODEL, anthropicJsonResult(text).usage).costNanoUsd;
+            byCell.set(cell, (byCell.get(cell) ?? 0) + cost);
+            answered++;
+            break;
+          } catch (err) {
+            if (err instanceof assert.AssertionError) throw err;
+            retries++;
+          }
+        }
+      }
+    }),
+  );
+  await agent.destroy();
+  procs[1]!.kill("SIGTERM"); // drained: its calls are all logged
+  await new Promise((r) => procs[1]!.once("exit", r));
+  try {
+    assert.equal(answered, 60, "no call lost");
+    assert.ok(retries > 0, "calls were in flight on the killed replica");
+    const rows = (
+      await fdb.db.query<{ status: string; cost_nano_usd: number }>(
+        "SELECT status, cost_nano_usd FROM gateway_spend_log WHERE run_name = $1",
+        [run],
+      )
+    ).rows.map((r) => ({ status: r.status, cost: Number(r.cost_nano_usd) }));
+    const bill = provider.bill().total;
+    const logged = rows.reduce((s, r) => s + r.cost, 0);
+    assert.ok(rows.length >= bill.calls, `rows ${rows.length} >= billed calls ${bill.calls}`);
+    assert.ok(logged >= bill.costNanoUsd, `log ${logged} >= bill ${bill.costNanoUsd}`);
+    assert.ok(
+      rows.some((r) => r.status === "pending"),
+      "the killed replica's calls stay pending at their reservation",
+    );
+    let flagged = 0;
+    for (const [cell, ledgerNanoUsd] of byCell) {
+      const rec = await reconcileAttempt(fdb.db, run, cell, ledgerNanoUsd);
+      assert.ok(rec.differenceNanoUsd >= 0, `${cell} under-counted`);
+      if (rec.flagged) flagged++;
+    }
+    assert.ok(flagged > 0);
+  } finally {
+    await provider.close();
+    await fdb.cleanup();
+    await rm(dir, { recursive: true, force: true });
+  }
+});
