@@ -101,14 +101,15 @@ describe("watch, status and the gateway preflight", () => {
     );
     for (const [i, st] of (["completed", "failed", "completed", "completed"] as const).entries())
       await kv.put(ProgressKeys.cell("done.run", `c${i}`), cellValue("done.run", `c${i}`, st, i + 1));
-    await kv.put(ProgressKeys.actor("planner", "p1"), heartbeat("planner", "p1", 1_000));
+    // Fresh heartbeats are stamped ahead of now: the CLI starts in seconds, and a slow machine must not age them.
+    await kv.put(ProgressKeys.actor("planner", "p1"), heartbeat("planner", "p1", -60_000));
     await kv.put(ProgressKeys.actor("dispatcher", "d1"), heartbeat("dispatcher", "d1", 120_000));
     await plane.kv.pacer.put(
       StateKeys.pacerPool("h__m"),
       JSON.stringify({
         v: 1,
         owner: "owner-123456789",
-        heartbeatWallMs: Date.now(),
+        heartbeatWallMs: Date.now() + 60_000,
         checkpoint: { limits: { requestsPerMinute: 60 }, pausedUntilWallMs: 0, overloadStreak: 0 },
         stats: { settledCalls: 9, outputTokensP95: 100 },
       }),
