@@ -34,11 +34,29 @@ export function classifyAttempt(status: AttemptStatus | "INFRA_RETRYABLE", attem
   const base = { retry: false, retryDelayMs: 0, final: true, gradable: false };
   switch (status) {
     case "PATCH_READY":
-      return { ...base, cellStatus: "completed", exitClass: "fail", errorClass: "pending_grade", gradable: true };
+      return {
+        ...base,
+        cellStatus: "completed",
+        exitClass: "fail",
+        errorClass: "pending_grade",
+        gradable: true,
+      };
     case "BUDGET_EXCEEDED":
-      return { ...base, cellStatus: "completed", exitClass: "fail", errorClass: "budget_exceeded", gradable: true };
+      return {
+        ...base,
+        cellStatus: "completed",
+        exitClass: "fail",
+        errorClass: "budget_exceeded",
+        gradable: true,
+      };
     case "MAX_TURNS_EXCEEDED":
-      return { ...base, cellStatus: "completed", exitClass: "fail", errorClass: "max_turns_exceeded", gradable: true };
+      return {
+        ...base,
+        cellStatus: "completed",
+        exitClass: "fail",
+        errorClass: "max_turns_exceeded",
+        gradable: true,
+      };
     case "EMPTY_PATCH":
       return { ...base, cellStatus: "completed", exitClass: "fail", errorClass: "empty_patch" };
     case "HARNESS_ERROR":
