@@ -28,9 +28,14 @@ export type Scoring = "grade" | "judge" | null;
  * its patch or trajectory. Without the cell's record (no task id) no job can be built.
  */
 export function scoringOf(r: AttemptResult, cls: AttemptClass, work: CellWork | null): Scoring {
-  if (!cls.gradable || !work) return null;
+  if (!work) return null;
   const hasPatch = r.patchRef !== null && r.patchHash !== null && r.patchHash !== EMPTY_SHA256;
-  if (work.track === "open_ended") return hasPatch || r.trajectoryRef !== null ? "judge" : null;
+  // Open-ended work is judged from its trajectory, so an attempt that ended normally is judged even without a patch.
+  if (work.track === "open_ended")
+    return cls.final && cls.cellStatus === "completed" && (hasPatch || r.trajectoryRef !== null)
+      ? "judge"
+      : null;
+  if (!cls.gradable) return null;
   return hasPatch ? "grade" : null;
 }
 

@@ -79,6 +79,19 @@ describe("results-writer rows", () => {
     const emptyHash = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
     assert.equal(scoring(result("PATCH_READY", 0, emptyHash)), null);
     assert.equal(scoring(result("PATCH_READY"), { ...work, track: "open_ended" }), "judge");
+    const openEnded = { ...work, track: "open_ended" as const };
+    const withTrajectory = { ...result("EMPTY_PATCH", 0, null), trajectoryRef: "traj" };
+    assert.equal(
+      scoring(withTrajectory, openEnded),
+      "judge",
+      "open-ended work is judged from its trajectory",
+    );
+    assert.equal(scoring(result("EMPTY_PATCH", 0, null), openEnded), null, "nothing to judge");
+    assert.equal(
+      scoring({ ...result("HARNESS_ERROR"), trajectoryRef: "traj" }, openEnded),
+      null,
+      "a crash is not judged",
+    );
     assert.equal(scoring(result("PATCH_READY"), null), null, "no task id without the cell record");
   });
 
