@@ -139,10 +139,16 @@ export function register(program: Command): void {
             });
             await writeFile(flags.export, predictionsJsonl(out.predictions));
             process.stderr.write(`predictions: ${out.predictions.length} written to ${flags.export}\n`);
-            if (out.missing.length > 0)
+            if (out.missing.length > 0) {
+              // An empty patch would be graded unresolved: a silent export would misstate the result.
               process.stderr.write(
-                `warning: ${out.missing.length} patch blob(s) missing, exported as empty: ${out.missing.slice(0, 5).join(", ")}\n`,
+                `error: ${out.missing.length} patch(es) could not be read from the object store and have no ` +
+                  `run_results.diff; they are exported as empty (${out.missing.slice(0, 3).join(", ")}${
+                    out.missing.length > 3 ? ", …" : ""
+                  }). Run with NATS_URL pointing at the plane that ran ${run}.\n`,
               );
+              process.exitCode = 1;
+            }
             if (out.duplicates.length > 0)
               process.stderr.write(
                 `warning: ${out.duplicates.length} instance id(s) appear more than once (several harnesses, models or repeats); ` +
