@@ -2,6 +2,7 @@ import { randomUUID } from "node:crypto";
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { Agent, request } from "undici";
+import { AttributionHeaders } from "../protocol/headers.js";
 import { type Logger, silentLogger } from "../protocol/log.js";
 import type { Pacer } from "../protocol/pacer.js";
 import { AnthropicStreamMeter, anthropicJsonResult } from "../providers/anthropic.js";
@@ -73,7 +74,7 @@ export interface Gateway {
 }
 
 /** Headers a caller (the shim) may send to attribute a call; never forwarded upstream. */
-export const GatewayHeaders = { cell: "x-evalfleet-cell", trace: "x-evalfleet-trace" } as const;
+export const GatewayHeaders = AttributionHeaders;
 
 const ROUTES: Record<string, { provider: Provider; endpoint: Endpoint }> = {
   "/v1/messages": { provider: "anthropic", endpoint: "messages" },

@@ -97,7 +97,10 @@ export async function handleModelCall(
   let lastUsage = emptyUsage();
   try {
     const body = upstreamBody(call);
-    const headers = upstreamHeaders(req.headers, route.provider, ctx.key);
+    const headers = upstreamHeaders(req.headers, route.provider, ctx.key, {
+      cell: ctx.cell,
+      trace: ctx.traceId,
+    });
     const path = ctx.basePath + (req.url ?? "/");
     for (let n = 0; ; n++) {
       const attempt = new UpstreamTry(ctx, call, res, body.length);

@@ -262,7 +262,7 @@ async function passThrough(
   const up = await ctx.upstream.request({
     path: ctx.basePath + (req.url ?? "/"),
     method,
-    headers: upstreamHeaders(req.headers, provider, ctx.key),
+    headers: upstreamHeaders(req.headers, provider, ctx.key, { cell: ctx.cell, trace: ctx.traceId }),
     body,
   });
   res.writeHead(up.statusCode, clientHeaders(up.headers));

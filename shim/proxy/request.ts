@@ -1,3 +1,4 @@
+import { AttributionHeaders } from "../../protocol/headers.js";
 import type { Endpoint, Provider } from "../../providers/types.js";
 import { approxTokens, isRecord } from "../../providers/types.js";
 
@@ -133,6 +134,7 @@ export function upstreamHeaders(
   incoming: Record<string, string | string[] | undefined>,
   provider: Provider | undefined,
   key: string,
+  attribution?: { cell: string; trace: string },
 ): Record<string, string | string[]> {
   const out: Record<string, string | string[]> = {};
   let sawBearer = false;
@@ -152,6 +154,13 @@ export function upstreamHeaders(
     out[name] = v;
   }
   out["accept-encoding"] = "identity";
+  // A harness cannot attribute its calls to another cell: the shim's own values replace whatever it sent.
+  delete out[AttributionHeaders.cell];
+  delete out[AttributionHeaders.trace];
+  if (attribution) {
+    out[AttributionHeaders.cell] = attribution.cell;
+    out[AttributionHeaders.trace] = attribution.trace;
+  }
   const useXKey = provider === "anthropic" || (provider === undefined && sawXKey && !sawBearer);
   if (useXKey) out["x-api-key"] = key;
   else out.authorization = `Bearer ${key}`;

@@ -213,3 +213,29 @@ test("rate-limit headers from the upstream reach the pool's pacer", () => {
   assert.equal(limits.inputTokensPerMinute, 10_000_000);
   assert.equal(limits.outputTokensPerMinute, 1_000_000);
 });
+
+test("through a shim, every spend-log row carries the shim's cell and trace, whatever the harness sent", async () => {
+  const { startShim } = await import("../../shim/proxy/index.js");
+  const key = await createRunKey(fdb.db, "run-log");
+  const shim = await startShim({
+    upstream: gw.url,
+    run: "run-log",
+    cell: "h__m__t__r0",
+    attempt: 0,
+    providerKey: key,
+    traceId: "h__m__t__r0",
+  });
+  try {
+    const client = new Anthropic({ baseURL: shim.url, apiKey: "dummy", maxRetries: 0 });
+    await client.messages.create(
+      { model: "sonnet-a", max_tokens: 100, messages: [{ role: "user", content: "hi" }] },
+      { headers: { [GatewayHeaders.cell]: "someone-elses-cell" } },
+    );
+    const rows = await fdb.db.query<{ cell_id: string; trace_id: string }>(
+      "SELECT cell_id, trace_id FROM gateway_spend_log WHERE run_name = 'run-log' AND cell_id IS NOT NULL ORDER BY created_at DESC LIMIT 1",
+    );
+    assert.deepEqual(rows.rows[0], { cell_id: "h__m__t__r0", trace_id: "h__m__t__r0" });
+  } finally {
+    await shim.close();
+  }
+});
