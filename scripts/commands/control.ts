@@ -1,6 +1,8 @@
+import { connect } from "@nats-io/transport-node";
 import type { Command } from "commander";
 import { requestControl } from "../../actors/dispatcher/control.js";
-import { openPlane } from "../../actors/runtime/connect.js";
+import { natsUrl } from "../../actors/runtime/connect.js";
+import { ErrorCode, RetryableError } from "../../protocol/errors.js";
 import type { ControlVerb } from "../../protocol/subjects.js";
 import { printJson } from "./output.js";
 
@@ -26,9 +28,18 @@ export function register(program: Command): void {
       .option("--json", "print the dispatcher's reply as one JSON line")
       .option("--timeout <ms>", "how long to wait for a dispatcher", "5000")
       .action(async (run: string, opts: { json?: boolean; timeout: string }) => {
-        const plane = await openPlane({ name: `evalfleet-${verb}`, ensure: false });
+        // A bare connection: the request needs no buckets, and works against a plane that is still starting.
+        const servers = natsUrl().split(",");
+        const nc = await connect({ servers, name: `evalfleet-${verb}`, timeout: 5_000 }).catch(
+          (err: unknown) => {
+            throw new RetryableError(
+              ErrorCode.Unavailable,
+              `cannot reach NATS at ${servers.join(",")}: ${err instanceof Error ? err.message : String(err)}. Set NATS_URL.`,
+            );
+          },
+        );
         try {
-          const reply = await requestControl(plane.nc, run, verb, {
+          const reply = await requestControl(nc, run, verb, {
             timeoutMs: Number(opts.timeout) || 5_000,
             requestedBy: `cli@${process.env.USER ?? "unknown"}`,
           });
@@ -36,7 +47,7 @@ export function register(program: Command): void {
           else process.stdout.write(`${reply.message} (was ${reply.previous}, answered by ${reply.by})\n`);
           if (!reply.ok) process.exitCode = 1;
         } finally {
-          await plane.close();
+          await nc.close();
         }
       });
   }
