@@ -48,6 +48,7 @@ export async function startResultsWriter(opts: ResultsWriterOptions): Promise<Ac
   const actor = new Actor("results-writer", opts.plane, opts.log);
   const progress = new ProgressWriter({
     kv: opts.plane.kv.progress,
+    jobs: opts.plane.kv.jobs,
     jsm: opts.plane.jsm,
     db: opts.db,
     log: opts.log,

@@ -1,5 +1,7 @@
 import type { JetStreamManager } from "@nats-io/jetstream";
 import type { KV } from "@nats-io/kv";
+import { revokeRunKeys } from "../../gateway-sidecar/keys.js";
+import { reconcileRun } from "../../gateway-sidecar/reconcile.js";
 import type { Logger } from "../../protocol/log.js";
 import {
   type CellProgress,
@@ -8,7 +10,7 @@ import {
   type RunProgress,
   RunProgressSchema,
 } from "../../protocol/messages.js";
-import { ProgressKeys } from "../../protocol/subjects.js";
+import { ProgressKeys, StateKeys } from "../../protocol/subjects.js";
 import { Consumers, Streams } from "../../protocol/topology.js";
 import type { Db } from "../../store/db.js";
 import { nanoToUsd } from "../../store/money.js";
@@ -28,6 +30,8 @@ export interface CellFinal {
 
 export interface ProgressOptions {
   kv: KV;
+  /** the jobs bucket, where a run's gateway key is handed to its tasks (deleted when the run finishes) */
+  jobs?: KV;
   jsm: JetStreamManager;
   db: Db;
   log: Logger;
@@ -138,6 +142,23 @@ export class ProgressWriter {
     }
   }
 
+  /**
+   * At the end of a run: reconcile the ledger with the gateway's spend log per cell (each difference flagged in the
+   * run's events), and revoke the run's gateway keys (a resubmission makes a new one).
+   */
+  private async reconcile(run: string): Promise<void> {
+    const r = await reconcileRun(this.o.db, run);
+    for (const f of r?.flagged.slice(0, 50) ?? [])
+      await this.o.actor.publishEvent({
+        run,
+        kind: "reconcile_flag",
+        message: `cell ${f.cellId}: gateway spend $${nanoToUsd(f.gatewayNanoUsd)} vs ledger $${nanoToUsd(f.ledgerNanoUsd)} (difference $${nanoToUsd(f.differenceNanoUsd)}${f.pendingCalls ? `, ${f.pendingCalls} gateway calls never settled` : ""})`,
+        data: { ...f },
+      });
+    await revokeRunKeys(this.o.db, run);
+    await this.o.jobs?.delete(StateKeys.runKey(run));
+  }
+
   /** Recount one run and write its key. Returns whether the run is finished. */
   async updateRun(run: string): Promise<boolean> {
     const t0 = performance.now();
@@ -194,6 +215,7 @@ export class ProgressWriter {
         continue; // someone else wrote the key between our read and write: merge again
       }
       if (phase === "finished" && prev?.phase !== "finished") {
+        await this.reconcile(run);
         await this.o.actor.publishEvent({
           run,
           kind: "finished",

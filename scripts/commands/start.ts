@@ -111,6 +111,14 @@ export function register(program: Command): void {
           );
           if (!same) process.exitCode = 1;
         }
+        const rec = await plane.db.query<{ n: number; flagged: number }>(
+          "SELECT count(*)::int AS n, count(*) FILTER (WHERE flagged)::int AS flagged FROM reconciliation_results WHERE run_name = $1",
+          [run],
+        );
+        const r = rec.rows[0];
+        process.stdout.write(
+          `reconciliation, ledger vs the gateway's own spend log: ${r?.n ?? 0} attempts, ${r?.flagged ?? 0} flagged\n`,
+        );
         process.stdout.write(`\nresults are in ${plane.dbLabel}; see \`npx evalfleet report ${run}\`\n`);
       } finally {
         await plane.stop();
