@@ -1,5 +1,4 @@
-import { mkdir, mkdtemp, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
+import { mkdir } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import { connect } from "@nats-io/transport-node";
 import { actorNames } from "../../actors/index.js";
@@ -74,6 +73,8 @@ export async function startLocalPlane(opts: {
   /** start a nats-server of our own even if one answers at NATS_URL */
   ownNats?: boolean;
   libraryDir?: string;
+  /** the gateway's port (0: any free port) */
+  gatewayPort?: number;
 }): Promise<LocalPlane> {
   const log = opts.log;
   const stateDir = resolve(opts.stateDir ?? ".evalfleet");
@@ -81,7 +82,10 @@ export async function startLocalPlane(opts: {
   let node: NatsServerNode | undefined;
   let natsDir: string | undefined;
   if (opts.ownNats || !(await natsAnswers(natsUrl))) {
-    natsDir = await mkdtemp(join(tmpdir(), "evalfleet-nats-"));
+    // The store lives with the rest of the state, so patches and trajectories outlive the plane (report --export)
+    // and a plane started again picks up where a crashed one stopped.
+    natsDir = join(stateDir, "nats");
+    await mkdir(natsDir, { recursive: true });
     const spec = {
       name: "evalfleet-local",
       port: await freePort(),
@@ -135,7 +139,6 @@ export async function startLocalPlane(opts: {
       await upstreams.scripted?.close();
       await db.close();
       if (node) await node.stop();
-      if (natsDir) await rm(natsDir, { recursive: true, force: true });
     },
   };
 }
