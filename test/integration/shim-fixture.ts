@@ -1,4 +1,4 @@
-import { AckPolicy, DeliverPolicy, jetstream, jetstreamManager } from "@nats-io/jetstream";
+import { jetstream, jetstreamManager } from "@nats-io/jetstream";
 import { Kvm } from "@nats-io/kv";
 import type { NatsConnection } from "@nats-io/transport-node";
 import { decodeJson } from "../../protocol/decode.js";
@@ -9,7 +9,7 @@ import {
   LedgerCallSchema,
 } from "../../protocol/messages.js";
 import { ProgressKeys, Subjects } from "../../protocol/subjects.js";
-import { Buckets, Consumers, ensureTopology, Streams } from "../../protocol/topology.js";
+import { Buckets, ensureTopology, Streams } from "../../protocol/topology.js";
 import {
   type ScriptedProvider,
   type ScriptedProviderOptions,
@@ -65,26 +65,9 @@ export async function startRig(
  * ensureTopology, working around its consumer-not-found check (it reads `api_error.err_code`; @nats-io/jetstream 3
  * throws ConsumerNotFoundError with the code on `err.code`): create the consumers, then let it verify everything.
  */
+/** The plane's topology on a test server (ensureTopology is idempotent). */
 export async function ensureShimTopology(nc: NatsConnection): Promise<void> {
-  const jsm = await jetstreamManager(nc);
-  try {
-    await ensureTopology(nc, jsm);
-    return;
-  } catch (err) {
-    if ((err as { code?: unknown }).code !== 10014) throw err;
-  }
-  for (const def of Object.values(Consumers)) {
-    await jsm.consumers.add(def.stream, {
-      durable_name: def.durable,
-      ack_policy: AckPolicy.Explicit,
-      deliver_policy: DeliverPolicy.All,
-      filter_subject: def.filterSubject,
-      ack_wait: def.ackWaitNs,
-      max_deliver: def.maxDeliver,
-      max_ack_pending: def.maxAckPending,
-    });
-  }
-  await ensureTopology(nc, jsm);
+  await ensureTopology(nc, await jetstreamManager(nc));
 }
 
 /** Every ledger message of a run, read back from the stream. */
