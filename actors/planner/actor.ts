@@ -1,6 +1,7 @@
 import type { JsMsg } from "@nats-io/jetstream";
 import { z } from "zod";
 import { createRunKey } from "../../gateway-sidecar/keys.js";
+import type { PacerPools } from "../../pacer/local.js";
 import type { RunConfig } from "../../protocol/config.js";
 import { ErrorCode, EvalfleetError, formatIssues } from "../../protocol/errors.js";
 import type { Logger } from "../../protocol/log.js";
@@ -19,6 +20,7 @@ import {
 import { invalidTaskIds } from "../grader-supervisor/records.js";
 import { Actor } from "../runtime/actor.js";
 import type { Plane } from "../runtime/connect.js";
+import { type PoolFleet, poolsField, putPoolKeys, sizeRunPool, startFleetResizer } from "./fleet.js";
 import { type Plan, parseSubmission, planRun, Rejection } from "./plan.js";
 import { cellWorkOf, ensureRunKey, publishCells, putRunProgress, writeJobs } from "./publish.js";
 
@@ -30,6 +32,10 @@ export interface PlannerOptions {
   baseDir?: string;
   /** Called after a run is planned (the gateway makes the run's key here). */
   onPlanned?: (plan: Plan) => Promise<void>;
+  /** Re-size the open runs' pools this often (default 15 s; see fleet.ts). */
+  fleetIntervalMs?: number;
+  /** Configured pool limits, for pools the pacer has no limits for yet. */
+  fleetPools?: PacerPools;
 }
 
 /** What the planner did with one submission. */
@@ -45,6 +51,14 @@ export type PlanOutcome =
 export async function startPlanner(opts: PlannerOptions): Promise<Actor> {
   const actor = new Actor("planner", opts.plane, opts.log);
   await actor.start();
+  startFleetResizer({
+    plane: opts.plane,
+    db: opts.db,
+    log: opts.log,
+    signal: actor.signal,
+    intervalMs: opts.fleetIntervalMs,
+    pools: opts.fleetPools,
+  });
   await actor.consume({
     def: Consumers.planner,
     schema: z.custom<{ seq: number; data: Uint8Array }>(),
@@ -149,6 +163,11 @@ async function persistAndPublish(
   await writeJobs(opts.plane.kv.jobs, config, plan.tasks, work);
   await ensureRunKey(opts.plane.kv.jobs, run, () => createRunKey(opts.db, run));
   await opts.onPlanned?.(plan);
+  const fleet: Record<string, PoolFleet> = {};
+  const ctx = { db: opts.db, pacer: opts.plane.kv.pacer, pools: opts.fleetPools };
+  for (const pool of new Set(cells.map((c) => c.pool)))
+    fleet[pool] = await sizeRunPool(ctx, run, pool, work.filter((w) => w.pool === pool).length);
+  const pools = poolsField(fleet);
   const progress: Omit<RunProgress, "type" | "updatedAt"> = {
     run,
     phase: work.length === 0 ? "finished" : "planned",
@@ -165,8 +184,10 @@ async function persistAndPublish(
     totalCostNanoUsd: 0,
     billableCostNanoUsd: 0,
     budgetNanoUsd: config.budget_usd === undefined ? null : nanoToNumber(usdToNano(config.budget_usd)),
+    ...(Object.keys(pools).length > 0 ? { pools } : {}),
   };
   await putRunProgress(opts.plane.kv.progress, progress);
+  await putPoolKeys(opts.plane.kv.progress, run, fleet);
   const published = await publishCells(opts.plane.js, work, seq);
   await actor.publishEvent({
     run,
