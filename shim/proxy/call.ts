@@ -67,7 +67,9 @@ export async function handleModelCall(
 
   // 2. budget: refuse what cannot fit even at its smallest, clamp what the remainder cannot pay for
   const priceModel = aliasModel ?? call.model;
-  const refusal = ctx.state.totals.capReason ?? budgetVerdict(ctx, call, priceModel, estIn);
+  const refusal =
+    ctx.state.totals.capReason ??
+    (ctx.state.overTurns() ? "max_turns_exceeded" : budgetVerdict(ctx, call, priceModel, estIn));
   if (refusal) {
     admission.refund();
     const now = Date.now();

@@ -91,12 +91,19 @@ export class AttemptState {
     t.costNanoUsd += costNanoUsd;
   }
 
-  /** The cap reached now, if any (budget spent, or max turns done). */
+  /** The cap reached now, if any: the budget is spent. (Turns are checked when a call beyond them is asked for.) */
   reached(): CapReason | null {
     if (this.totals.capReason) return this.totals.capReason;
     if (this.budgetNanoUsd !== null && BigInt(this.totals.costNanoUsd) >= this.budgetNanoUsd)
       return "budget_exceeded";
-    if (this.maxTurns !== null && this.totals.turns >= this.maxTurns) return "max_turns_exceeded";
     return null;
+  }
+
+  /**
+   * Is a new call over the turn cap? max_turns = N allows N calls: the cap is reached when call N + 1 is asked for,
+   * so a harness that finishes in exactly N turns is not marked as stopped by the cap.
+   */
+  overTurns(): boolean {
+    return this.maxTurns !== null && this.totals.turns >= this.maxTurns;
   }
 }
