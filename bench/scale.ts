@@ -1,0 +1,393 @@
+/**
+ * bench:scale — 20,000 attempts in flight at once on the sim backend, held by one dispatcher and one
+ * results-writer (with the planner) in this process, on a fresh nats-server and database (DATABASE_URL, else PGlite).
+ * Each attempt lives BENCH_THINK_S (default 40 s, ±15 %); every 2 s the bench samples memory (RSS, heap), CPU
+ * (this process, nats-server, whole machine), attempts in flight, and JetStream message rates. End-to-end latency
+ * from attempt finish (the result's finishedAt) to durable row is measured in the results-writer: its database
+ * handle is wrapped, and the commit of each transaction that inserts run_results stamps the cells it carried.
+ *
+ * Metered calls: BENCH_CALLS (default 0 = synthetic usage). A real shim per attempt holds a listening socket plus
+ * a harness and an upstream connection, three to four descriptors per attempt in this process, and the descriptor
+ * hard limit here is 20,000 (not raisable without CAP_SYS_RESOURCE), so 20,000 real shims at once cannot be held
+ * in one process. Set BENCH_CALLS=N (a call every think/(N+1) s) with BENCH_ATTEMPTS ≤ ~4,000 to run real shims.
+ * The whole bench stops by itself (deadline BENCH_DEADLINE_S, default 540 s). Last line: one JSON object.
+ */
+import { mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { startDispatcher } from "../actors/dispatcher/actor.js";
+import { SimBackend } from "../actors/dispatcher/backends/sim.js";
+import { startPlanner } from "../actors/planner/actor.js";
+import { startResultsWriter } from "../actors/results-writer/actor.js";
+import type { Actor } from "../actors/runtime/actor.js";
+import { openPlane, type Plane } from "../actors/runtime/connect.js";
+import { silentLogger } from "../protocol/log.js";
+import { ProgressKeys, Subjects } from "../protocol/subjects.js";
+import type { Db } from "../store/db.js";
+import { freshDb } from "../test/helpers/db.js";
+import { startNats } from "../test/helpers/nats.js";
+
+const ATTEMPTS = Number(process.env.BENCH_ATTEMPTS ?? "20000");
+const THINK_S = Number(process.env.BENCH_THINK_S ?? "40");
+const CALLS = Number(process.env.BENCH_CALLS ?? "0");
+const DEADLINE_S = Number(process.env.BENCH_DEADLINE_S ?? "540");
+const HARNESSES = 5;
+const MODELS = 2;
+const REPEATS = 2;
+const TASKS = Math.ceil(ATTEMPTS / (HARNESSES * MODELS * REPEATS));
+
+async function procCpuS(pid: number | undefined): Promise<number> {
+  if (!pid) return Number.NaN;
+  try {
+    const stat = await readFile(`/proc/${pid}/stat`, "utf8");
+    const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    return (Number(f[11]) + Number(f[12])) / 100;
+  } catch {
+    return Number.NaN;
+  }
+}
+
+async function pidOf(needle: string): Promise<number | undefined> {
+  for (const d of await readdir("/proc").catch(() => [] as string[])) {
+    if (!/^\d+$/.test(d)) continue;
+    const cmd = await readFile(`/proc/${d}/cmdline`, "utf8").catch(() => "");
+    if (cmd.includes(needle)) return Number(d);
+  }
+  return undefined;
+}
+
+async function machineCpuS(): Promise<number> {
+  try {
+    const line = (await readFile("/proc/stat", "utf8")).split("\n")[0] ?? "";
+    const v = line.trim().split(/\s+/).slice(1).map(Number);
+    const idle = (v[3] ?? 0) + (v[4] ?? 0);
+    return (v.reduce((a, b) => a + b, 0) - idle) / 100;
+  } catch {
+    return Number.NaN;
+  }
+}
+
+async function streamSeqs(plane: Plane): Promise<Map<string, number>> {
+  const out = new Map<string, number>();
+  for await (const s of plane.jsm.streams.list()) out.set(s.config.name, s.state.last_seq);
+  return out;
+}
+
+function pct(sorted: number[], p: number): number {
+  if (sorted.length === 0) return Number.NaN;
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? Number.NaN;
+}
+
+/**
+ * The results-writer's database handle, wrapped: each transaction that inserts into run_results reports, once it
+ * has committed, every cell id it bound as a parameter. Cell ids are content hashes, so a match is unambiguous.
+ */
+function stampingDb(
+  db: Db,
+  onDurable: (cellIds: string[], at: number) => void,
+  isCell: (s: string) => boolean,
+): Db {
+  const watch = (tx: Db, seen: { ids: string[] | null }): Db => ({
+    kind: tx.kind,
+    close: () => tx.close(),
+    async query(sql, params) {
+      if (params && /insert\s+into\s+run_results/i.test(sql)) {
+        seen.ids ??= [];
+        for (const p of params) if (typeof p === "string" && isCell(p)) seen.ids.push(p);
+      }
+      return await tx.query(sql, params);
+    },
+    transaction: (fn) => tx.transaction((inner) => fn(watch(inner, seen))),
+  });
+  return {
+    kind: db.kind,
+    close: () => db.close(),
+    query: (sql, params) => db.query(sql, params),
+    async transaction(fn) {
+      const seen: { ids: string[] | null } = { ids: null };
+      const out = await db.transaction((tx) => fn(watch(tx, seen)));
+      if (seen.ids) onDurable(seen.ids, Date.now());
+      return out;
+    },
+  };
+}
+
+interface Sample {
+  t: number;
+  inFlight: number;
+  durable: number;
+  rssMb: number;
+  heapMb: number;
+  msgsPerS: number;
+}
+
+async function main() {
+  const nats = await startNats();
+  const store = await freshDb("bench-scale");
+  const lib = await mkdtemp(join(tmpdir(), "ef-bench-scale-lib-"));
+  const planes: Plane[] = [];
+  const actors: Actor[] = [];
+  let backend: SimBackend | undefined;
+  const started0 = Date.now();
+  try {
+    for (let i = 0; i < TASKS; i++)
+      await writeFile(join(lib, `t${i}.yaml`), `id: task-${String(i).padStart(5, "0")}\n`);
+    const plane = async (name: string) => {
+      const p = await openPlane({ servers: nats.url, name });
+      planes.push(p);
+      return p;
+    };
+    const client = await plane("bench-client");
+    const log = silentLogger();
+    const run = "bench-scale";
+
+    // finish time per cell (from the result on the wire) and durable time (results-writer commit)
+    const finishedAt = new Map<string, number>();
+    const durableAt = new Map<string, number>();
+    const latencies: number[] = [];
+    let launched = 0;
+    let finished = 0;
+    /** results published on attempts.> for the run, counting repeats (the stream keeps one per message id) */
+    let published = 0;
+    const settled = new Set<string>();
+    const settle = (cell: string) => {
+      const f = finishedAt.get(cell);
+      const d = durableAt.get(cell);
+      if (f === undefined || d === undefined || settled.has(cell)) return;
+      settled.add(cell);
+      latencies.push(d - f);
+    };
+    const cellIds = new Set<string>();
+    const sub = client.nc.subscribe(Subjects.attempts.all, {
+      callback: (err, m) => {
+        if (err) return;
+        const r = m.json<{ run: string; cellId: string; finishedAt: string }>();
+        if (r.run !== run) return;
+        published++;
+        if (finishedAt.has(r.cellId)) return; // a repeated publish of the same result: the first one counts
+        finished++;
+        finishedAt.set(r.cellId, Date.parse(r.finishedAt));
+        settle(r.cellId);
+      },
+    });
+
+    actors.push(await startPlanner({ plane: await plane("planner"), db: store.db, log }));
+    const dp = await plane("dispatcher");
+    backend = new SimBackend({
+      plane: dp,
+      calls: CALLS,
+      thinkMs: (ref) => {
+        if (ref.runName === run) {
+          launched++;
+          cellIds.add(ref.cellId);
+        }
+        // ±15 % around THINK_S, fixed per cell
+        let h = 0;
+        for (const ch of ref.cellId) h = (h * 31 + ch.charCodeAt(0)) >>> 0;
+        return Math.round(THINK_S * 1000 * (0.85 + 0.3 * ((h % 1000) / 1000)));
+      },
+      mix: { PATCH_READY: 95, EMPTY_PATCH: 5 },
+      usagePerCall: { input: 1_000, output: 100 },
+      ...(CALLS === 0
+        ? {
+            syntheticUsage: {
+              inputTokens: 10_000,
+              outputTokens: 1_000,
+              cacheReadTokens: 0,
+              cacheWriteTokens: 0,
+              reasoningTokens: 0,
+              costNanoUsd: 45_000_000,
+              calls: 10,
+            },
+          }
+        : {}),
+    });
+    const dispatcher = await startDispatcher({ plane: dp, db: store.db, log, backend });
+    actors.push(dispatcher);
+    const writerDb = stampingDb(
+      store.db,
+      (ids, at) => {
+        for (const id of ids) {
+          if (durableAt.has(id)) continue;
+          durableAt.set(id, at);
+          settle(id);
+        }
+      },
+      (s) => cellIds.has(s),
+    );
+    actors.push(
+      await startResultsWriter({
+        plane: await plane("results-writer"),
+        db: writerDb,
+        log,
+        waitForScores: false,
+      }),
+    );
+
+    const natsPid = await pidOf(nats.nodes[0]?.spec.configFile ?? "nats.conf");
+    const seqs0 = await streamSeqs(client);
+    const total = (m: Map<string, number>) => [...m.values()].reduce((a, b) => a + b, 0);
+    const cpu0 = process.cpuUsage();
+    const nats0 = await procCpuS(natsPid);
+    const m0 = await machineCpuS();
+    const t0 = performance.now();
+    await client.js.publish(
+      Subjects.runSubmit,
+      JSON.stringify({
+        name: run,
+        harnesses: Array.from({ length: HARNESSES }, (_, i) => ({ name: `h${i + 1}`, adapter: "command" })),
+        models: [{ name: "claude-sonnet-4-5" }, { name: "claude-haiku-4-5" }],
+        tasks: ["*"],
+        task_library_path: lib,
+        repeats: REPEATS,
+        parallel_runs: ATTEMPTS,
+        budget_usd: 1_000_000,
+      }),
+    );
+
+    const samples: Sample[] = [];
+    let lastSeqs = total(seqs0);
+    let lastT = t0;
+    let peakInFlight = 0;
+    let peakAt = 0;
+    let peakRss = 0;
+    let peakHeap = 0;
+    let fullAt: number | null = null;
+    let phase = "";
+    const deadline = started0 + DEADLINE_S * 1000;
+    for (;;) {
+      await new Promise((r) => setTimeout(r, 2_000));
+      const now = performance.now();
+      const seqs = total(await streamSeqs(client));
+      const mem = process.memoryUsage();
+      const inFlight = launched - finished;
+      const s: Sample = {
+        t: (now - t0) / 1000,
+        inFlight,
+        durable: latencies.length,
+        rssMb: mem.rss / 2 ** 20,
+        heapMb: mem.heapUsed / 2 ** 20,
+        msgsPerS: (seqs - lastSeqs) / ((now - lastT) / 1000),
+      };
+      lastSeqs = seqs;
+      lastT = now;
+      samples.push(s);
+      if (inFlight > peakInFlight) {
+        peakInFlight = inFlight;
+        peakAt = s.t;
+      }
+      if (fullAt === null && inFlight >= ATTEMPTS) fullAt = s.t;
+      peakRss = Math.max(peakRss, s.rssMb);
+      peakHeap = Math.max(peakHeap, s.heapMb);
+      console.log(
+        `t=${s.t.toFixed(0).padStart(3)} s  in flight ${String(inFlight).padStart(5)}  launched ${launched}  finished ${finished}  durable ${latencies.length}  rss ${s.rssMb.toFixed(0)} MB  heap ${s.heapMb.toFixed(0)} MB  ${s.msgsPerS.toFixed(0)} JetStream msg/s`,
+      );
+      const e = await client.kv.progress.get(ProgressKeys.run(run));
+      phase = e && e.length > 0 ? e.json<{ phase: string }>().phase : "";
+      if (phase === "finished") break;
+      if (Date.now() > deadline) {
+        console.log(`deadline reached with the run ${phase || "not started"}: stopping`);
+        break;
+      }
+    }
+    const elapsedS = (performance.now() - t0) / 1000;
+    const cpu = process.cpuUsage(cpu0);
+    const nodeCpuS = (cpu.user + cpu.system) / 1e6;
+    const natsCpuS = (await procCpuS(natsPid)) - nats0;
+    const machineS = (await machineCpuS()) - m0;
+    const seqs1 = await streamSeqs(client);
+    const perStream: Record<string, number> = {};
+    for (const [name, seq] of seqs1) {
+      const d = seq - (seqs0.get(name) ?? 0);
+      if (d > 0) perStream[name] = d;
+    }
+    const msgs = total(seqs1) - total(seqs0);
+    await sub.drain();
+    const rows = Number(
+      (
+        await store.db.query<{ n: number }>(
+          "SELECT count(*)::int AS n FROM run_results WHERE run_name = $1",
+          [run],
+        )
+      ).rows[0]?.n ?? 0,
+    );
+    const lat = [...latencies].sort((a, b) => a - b);
+    const held = samples.filter((x) => x.inFlight >= 0.95 * ATTEMPTS);
+    const rssHeld = held.length ? Math.max(...held.map((x) => x.rssMb)) : peakRss;
+    const heapHeld = held.length ? Math.max(...held.map((x) => x.heapMb)) : peakHeap;
+    const mode =
+      CALLS > 0
+        ? `${CALLS} metered calls per attempt through a real shim (one every ${(THINK_S / (CALLS + 1)).toFixed(1)} s)`
+        : "calls: 0 + syntheticUsage (20,000 real shims exceed this machine's 20,000-descriptor hard limit)";
+    console.log(
+      `db ${store.db.kind}; ${ATTEMPTS} attempts of ~${THINK_S} s each; sim: ${mode}; run ${phase} after ${elapsedS.toFixed(1)} s`,
+    );
+    console.log(
+      `in flight: peak ${peakInFlight} at t=${peakAt.toFixed(0)} s${fullAt === null ? "" : `, all ${ATTEMPTS} in flight from t=${fullAt.toFixed(0)} s`}; ${rows} durable rows`,
+    );
+    console.log(
+      `memory (this process: planner + dispatcher + sim + results-writer): peak RSS ${peakRss.toFixed(0)} MB, peak heap ${peakHeap.toFixed(0)} MB; while ≥95 % in flight: RSS ${rssHeld.toFixed(0)} MB, heap ${heapHeld.toFixed(0)} MB`,
+    );
+    console.log(
+      `CPU over ${elapsedS.toFixed(0)} s: this process ${nodeCpuS.toFixed(1)} s (${((100 * nodeCpuS) / elapsedS).toFixed(0)} % of a core), nats-server ${natsCpuS.toFixed(1)} s (${((100 * natsCpuS) / elapsedS).toFixed(0)} %), machine ${machineS.toFixed(1)} s of ${(2 * elapsedS).toFixed(0)}`,
+    );
+    console.log(
+      `JetStream: ${msgs} messages, ${(msgs / elapsedS).toFixed(0)} msg/s average, ${Math.max(...samples.map((x) => x.msgsPerS)).toFixed(0)} peak (2 s window); ${Object.entries(
+        perStream,
+      )
+        .map(([k, v]) => `${k} ${v}`)
+        .join(", ")}`,
+    );
+    console.log(
+      `attempt results published on attempts.> (seen by a core subscriber): ${published} for ${finished} attempts`,
+    );
+    console.log(
+      `attempt finish → durable row (${lat.length} attempts): p50 ${pct(lat, 50)} ms, p90 ${pct(lat, 90)} ms, p99 ${pct(lat, 99)} ms, max ${lat.at(-1) ?? Number.NaN} ms`,
+    );
+    console.log(
+      JSON.stringify({
+        db: store.db.kind,
+        attempts: ATTEMPTS,
+        think_s: THINK_S,
+        sim_calls_per_attempt: CALLS,
+        run_phase: phase,
+        elapsed_s: Number(elapsedS.toFixed(1)),
+        peak_in_flight: peakInFlight,
+        all_in_flight_at_s: fullAt,
+        durable_rows: rows,
+        peak_rss_mb: Math.round(peakRss),
+        peak_heap_mb: Math.round(peakHeap),
+        cpu_s_node: Number(nodeCpuS.toFixed(1)),
+        cpu_s_nats: Number(natsCpuS.toFixed(1)),
+        cpu_s_machine: Number(machineS.toFixed(1)),
+        jetstream_msgs: msgs,
+        jetstream_msgs_per_s: Math.round(msgs / elapsedS),
+        jetstream_msgs_per_stream: perStream,
+        attempt_result_publishes: published,
+        finish_to_row_ms_p50: pct(lat, 50),
+        finish_to_row_ms_p99: pct(lat, 99),
+        finish_to_row_ms_max: lat.at(-1) ?? null,
+        latency_samples: lat.length,
+      }),
+    );
+    return phase === "finished" && rows === ATTEMPTS;
+  } finally {
+    for (const a of actors.reverse()) await a.stop().catch(() => {});
+    await backend?.close().catch(() => {});
+    for (const p of planes) await p.close().catch(() => {});
+    await store.cleanup().catch(() => {});
+    await nats.cleanup().catch(() => {});
+    await rm(lib, { recursive: true, force: true });
+  }
+}
+
+const watchdog = setTimeout(
+  () => {
+    console.error("bench:scale: overall deadline passed");
+    process.exit(2);
+  },
+  (DEADLINE_S + 60) * 1000,
+);
+watchdog.unref();
+const ok = await main();
+process.exit(ok ? 0 : 1);
