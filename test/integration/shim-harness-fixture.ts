@@ -29,10 +29,13 @@ export interface Harness {
 }
 
 function run(bin: string, args: string[], cwd: string, env: Record<string, string>): Harness {
+  // Its own process group: `codex` is a node wrapper around a native binary, and killing the wrapper alone would
+  // leave the binary holding our pipes (and the test file's process alive).
   const proc = spawn(bin, args, {
     cwd,
     env: { PATH: process.env.PATH ?? "", ...env },
     stdio: ["ignore", "pipe", "pipe"],
+    detached: true,
   });
   let stdout = "";
   let stderr = "";
@@ -47,7 +50,16 @@ function run(bin: string, args: string[], cwd: string, env: Record<string, strin
     signal: NodeJS.Signals | null;
     stdout: string;
     stderr: string;
-  }>((res) => proc.once("exit", (code, signal) => res({ code, signal, stdout, stderr })));
+  }>((res) =>
+    proc.once("exit", (code, signal) => {
+      try {
+        if (proc.pid) process.kill(-proc.pid, "SIGKILL");
+      } catch {
+        // the group is already gone
+      }
+      res({ code, signal, stdout, stderr });
+    }),
+  );
   return { proc, done };
 }
 
