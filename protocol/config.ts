@@ -12,6 +12,8 @@ const Name = z.string().superRefine((s, ctx) => {
 });
 
 const Usd = z.number().finite().nonnegative();
+/** Money evalfleet holds as integer nano-USD in a JS number: at most about $9M per amount. */
+const MAX_USD = 9_000_000;
 
 /** Prices in USD per million tokens; cache weights are explicit because they differ per model. */
 export const PricesSchema = z.strictObject({
@@ -71,11 +73,11 @@ export const RunConfigSchema = z
       .min(1, "must be at least 1")
       .max(100_000)
       .default(1),
-    budget_usd: Usd.optional(),
+    budget_usd: Usd.max(MAX_USD, `must be at most ${MAX_USD} USD`).optional(),
     docker_image: z.string().max(512).optional(),
     /** Per-attempt caps, enforced by the shim and the task entrypoint for every harness alike. */
     max_turns: z.number().int().min(1).max(10_000).optional(),
-    max_cost_usd: z.number().finite().positive().optional(),
+    max_cost_usd: z.number().finite().positive().max(MAX_USD, `must be at most ${MAX_USD} USD`).optional(),
     timeout_seconds: z.number().int().min(1).max(86_400).default(1800),
     /** The judge for open_ended tasks: a model from `models` (any role) called under the judge's own key. */
     judge: z.strictObject({ model: Name }).optional(),

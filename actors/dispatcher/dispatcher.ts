@@ -61,6 +61,8 @@ const key = (run: string, cell: string, attempt: number) => `${run}\u0000${cell}
 export class Dispatcher {
   /** attempts this process launched and still watches */
   readonly inflight = new Map<string, InFlight>();
+  /** Attempts whose result this replica has handled, so a task seen stopped gets no stand-in result after it. */
+  private readonly resulted = new Set<string>();
   /** attempts whose backend launch is in progress in this process */
   private readonly launching = new Set<string>();
 
@@ -296,6 +298,7 @@ export class Dispatcher {
       return;
     }
     this.inflight.delete(key(r.run, r.cellId, r.attempt));
+    this.rememberResult(key(r.run, r.cellId, r.attempt));
     const { base, gen, pool } = c.claim;
     const cell = await this.d.claims.cell(r.run, r.cellId);
     const superseded = cell !== null && cell.latest > r.attempt;
@@ -393,6 +396,16 @@ export class Dispatcher {
       );
   }
 
+  private rememberResult(k: string): void {
+    this.resulted.add(k);
+    // Bounded: the oldest entries are long past any grace period.
+    if (this.resulted.size > 100_000)
+      for (const old of this.resulted) {
+        this.resulted.delete(old);
+        if (this.resulted.size <= 50_000) break;
+      }
+  }
+
   /** One pass over this process's tasks: a task that stopped without a result gets one. */
   async observeOnce(signal: AbortSignal): Promise<void> {
     const all = [...this.inflight.values()];
@@ -407,8 +420,10 @@ export class Dispatcher {
       const out = (
         this.d.backend as { output?: (h: string) => { stdout: string; stderr: string } | undefined }
       ).output?.(f.handle);
-      // The task's own result (published before it exited) wins: ours carries the same message id.
+      // The task's own result (published before it exited) wins: ours carries the same message id, and is not
+      // sent at all once the real one has been handled here.
       setTimeout(() => {
+        if (this.resulted.delete(key(f.ref.runName, f.ref.cellId, f.ref.attempt))) return;
         this.noResult(f.ref, f.base, stop, signal, out).catch((err: unknown) =>
           this.d.log.error(
             { err: String(err), ref: f.ref },

@@ -94,3 +94,14 @@ describe("run submissions", () => {
     }
   });
 });
+
+describe("money limits", () => {
+  it("refuses a budget larger than evalfleet can hold exactly, as a rejection with a reason", () => {
+    const big = { ...good, budget_usd: 10_000_000 };
+    assert.throws(
+      () => parseSubmission(enc(JSON.stringify(big))),
+      (e: unknown) =>
+        e instanceof Rejection && e.issues.some((i) => i.path === "budget_usd" && /at most/.test(i.reason)),
+    );
+  });
+});
