@@ -17,17 +17,19 @@ import pg from "pg";
 import type { BudgetState } from "../../actors/dispatcher/budget.js";
 import { openPlane, type Plane } from "../../actors/runtime/connect.js";
 import { ProgressKeys, StateKeys, Subjects } from "../../protocol/subjects.js";
-import { freePort, NatsServerNode, writeNodeConfig } from "../../scripts/local/nats-server.js";
+import { Consumers, Streams } from "../../protocol/topology.js";
+import { freePort } from "../../scripts/local/nats-server.js";
 import { type ScriptedProvider, startScriptedProvider } from "../../scripts/scripted-provider/index.js";
 import { type Db, openDb, quoteIdent } from "../../store/db.js";
 import { migrate } from "../../store/migrations.js";
+import { startNats, startNatsCluster } from "../helpers/nats.js";
 import { PrivatePg, Proc, rng, waitForLog } from "./procs.js";
 
 const ROOT = fileURLToPath(new URL("../../", import.meta.url));
 const BIN = join(ROOT, "bin/evalfleet.js");
 const DISPATCHER_CHILD = join(ROOT, "test/chaos/dispatcher-child.ts");
-const HARD_LIMIT_MS = 9 * 60_000 + 30_000;
-const RUN_WAIT_MS = 6 * 60_000;
+const HARD_LIMIT_MS = 9 * 60_000 + 45_000;
+const POST_FINAL_WAIT_MS = 90_000;
 const UPSTREAM_KEY = "sk-chaos-upstream";
 const MODELS = [
   {
@@ -105,12 +107,12 @@ function report(extra: Record<string, unknown>): void {
   reported = true;
   const lines: string[] = [];
   lines.push("", "what was killed when (seconds since start)", "");
-  lines.push(`${pad("t (s)", 8)} ${pad("target", 22)} ${pad("action", 14)} detail`);
+  lines.push(`${pad("t (s)", 8)} ${pad("target", 34)} ${pad("action", 14)} detail`);
   for (const e of events)
-    lines.push(`${pad((e.atMs / 1000).toFixed(1), 8)} ${pad(e.target, 22)} ${pad(e.action, 14)} ${e.detail}`);
+    lines.push(`${pad((e.atMs / 1000).toFixed(1), 8)} ${pad(e.target, 34)} ${pad(e.action, 14)} ${e.detail}`);
   lines.push("", "checks", "");
-  lines.push(`${pad("check", 52)} ${pad("result", 6)} detail`);
-  for (const c of checks) lines.push(`${pad(c.name, 52)} ${pad(c.ok ? "ok" : "FAIL", 6)} ${c.detail}`);
+  lines.push(`${pad("check", 72)} ${pad("result", 6)} detail`);
+  for (const c of checks) lines.push(`${pad(c.name, 72)} ${pad(c.ok ? "ok" : "FAIL", 6)} ${c.detail}`);
   lines.push("");
   process.stdout.write(`${lines.join("\n")}\n`);
   const ok = checks.length > 0 && checks.every((c) => c.ok);
@@ -130,6 +132,8 @@ function report(extra: Record<string, unknown>): void {
 const seed = Number(process.env.CHAOS_SEED ?? randomBytes(4).readUInt32BE(0));
 const rand = rng(seed);
 process.stderr.write(`chaos seed ${seed} (CHAOS_SEED=${seed} reproduces the schedule)\n`);
+
+type Mode = "single" | "cluster";
 
 async function main(): Promise<Record<string, unknown>> {
   const dir = await mkdtemp(join(tmpdir(), "ef-chaos-"));
@@ -157,7 +161,35 @@ async function main(): Promise<Record<string, unknown>> {
     adminUrl = url;
     note("postgres", "using", "DATABASE_URL (no private instance: PostgreSQL will not be restarted)");
   }
-  const dbName = `ef_chaos_${process.pid}_${randomBytes(3).toString("hex")}`;
+  const modes = (process.env.CHAOS_MODES ?? "single,cluster")
+    .split(",")
+    .filter((m): m is Mode => m === "single" || m === "cluster");
+  const out: Record<string, unknown> = {};
+  for (const mode of modes) {
+    const left = t0 + HARD_LIMIT_MS - Date.now();
+    if (left < 150_000) {
+      note(mode, "skipped", `only ${Math.round(left / 1000)} s left of the time limit`);
+      checks.push({ name: `[${mode}] scenario ran`, ok: false, detail: "skipped: not enough time left" });
+      continue;
+    }
+    out[mode] = await scenario(mode, dir, logDir, adminUrl, privatePg, Math.min(left - 75_000, 270_000));
+  }
+  return out;
+}
+
+async function scenario(
+  mode: Mode,
+  dir0: string,
+  logDir0: string,
+  adminUrl: string,
+  privatePg: PrivatePg | undefined,
+  waitMs: number,
+): Promise<Record<string, unknown>> {
+  const dir = join(dir0, mode);
+  const logDir = join(logDir0, mode);
+  await (await import("node:fs/promises")).mkdir(dir, { recursive: true });
+  await (await import("node:fs/promises")).mkdir(logDir, { recursive: true });
+  const dbName = `ef_chaos_${mode}_${process.pid}_${randomBytes(3).toString("hex")}`;
   await adminSql(adminUrl, `CREATE DATABASE ${quoteIdent(dbName)}`);
   cleanups.push(() => adminSql(adminUrl, `DROP DATABASE IF EXISTS ${quoteIdent(dbName)} WITH (FORCE)`));
   const u = new URL(adminUrl);
@@ -167,19 +199,13 @@ async function main(): Promise<Record<string, unknown>> {
   cleanups.push(() => db.close());
   await migrate(db);
 
-  // nats-server with a temp store that survives its restarts.
-  const nspec = {
-    name: "chaos",
-    port: await freePort(),
-    storeDir: join(dir, "nats", "store"),
-    configFile: join(dir, "nats.conf"),
-  };
-  await writeNodeConfig(nspec, [], undefined, "");
-  const nats = new NatsServerNode(nspec);
-  await nats.start();
-  cleanups.push(() => nats.stop("SIGKILL"));
-  note("nats-server", "started", nats.url);
-  const client = await openPlane({ servers: nats.url, name: "chaos-client" });
+  // nats-server (or a three-node cluster, streams with three replicas), temp stores that survive restarts.
+  process.env.EVALFLEET_STREAM_REPLICAS = mode === "cluster" ? "3" : "1";
+  const nats = mode === "cluster" ? await startNatsCluster(3) : await startNats();
+  cleanups.push(() => nats.cleanup());
+  const natsUrl = nats.servers.join(",");
+  note(`${mode}: nats`, "started", natsUrl);
+  const client = await openPlane({ servers: nats.servers, name: "chaos-client" });
   cleanups.push(() => client.close());
 
   // The scripted provider: the bill the ledger must equal.
@@ -199,7 +225,8 @@ async function main(): Promise<Record<string, unknown>> {
 
   const baseEnv: NodeJS.ProcessEnv = {
     ...process.env,
-    NATS_URL: nats.url,
+    NATS_URL: natsUrl,
+    EVALFLEET_STREAM_REPLICAS: mode === "cluster" ? "3" : "1",
     DATABASE_URL: dbUrl,
     EVALFLEET_LOG_LEVEL: "warn",
     EVALFLEET_UPSTREAM_URL: provider.url,
@@ -207,7 +234,7 @@ async function main(): Promise<Record<string, unknown>> {
     EVALFLEET_GIT_MIRRORS: join(dir, "mirrors"),
   };
   const mk = (name: string, cmd: string, args: string[], env: NodeJS.ProcessEnv = {}) => {
-    const p = new Proc(name, cmd, args, { ...baseEnv, ...env }, join(logDir, `${name}.log`));
+    const p = new Proc(`${mode}: ${name}`, cmd, args, { ...baseEnv, ...env }, join(logDir, `${name}.log`));
     procs.push(p);
     return p;
   };
@@ -229,6 +256,8 @@ async function main(): Promise<Record<string, unknown>> {
   const gateways = gwPorts.map((port, i) =>
     mk(`gateway-${i + 1}`, process.execPath, [BIN, "gateway", "--port", String(port), "--config", gwConfig], {
       CHAOS_UPSTREAM_KEY: UPSTREAM_KEY,
+      // its fleet pacer connects with one URL string
+      NATS_URL: nats.servers[0],
     }),
   );
   const actors: Record<string, Proc> = {};
@@ -245,16 +274,22 @@ async function main(): Promise<Record<string, unknown>> {
   });
   for (const g of gateways) g.start();
   await Promise.all(
-    gateways.map((g) => waitForLog(join(logDir, `${g.name}.log`), "gateway listening", 60_000)),
+    gateways.map((_, i) => waitForLog(join(logDir, `gateway-${i + 1}.log`), "gateway listening", 60_000)),
   );
   for (const a of Object.values(actors)) a.start();
   await waitForLog(join(logDir, "dispatcher.log"), "dispatcher ready", 60_000);
   await sleep(3_000); // the other actors' consumers
-  note("plane", "started", `gateways ${gwPorts.join(",")}; actors ${Object.keys(actors).join(", ")}`);
+  note(
+    `${mode}: plane`,
+    "started",
+    `gateways ${gwPorts.join(",")}; actors ${Object.keys(actors).join(", ")}`,
+  );
 
   // Submit the 2,000-cell run.
-  const run = `chaos-${seed}`;
-  const repeats = Number(process.env.CHAOS_CELLS_REPEATS ?? 5);
+  const run = `chaos-${mode}-${seed}`;
+  const repeats = Number(
+    mode === "cluster" ? (process.env.CHAOS_CLUSTER_REPEATS ?? 3) : (process.env.CHAOS_CELLS_REPEATS ?? 5),
+  );
   const harnesses = [
     { name: "sim-a", adapter: "sim" },
     { name: "sim-b", adapter: "sim" },
@@ -276,11 +311,15 @@ async function main(): Promise<Record<string, unknown>> {
     }),
   );
   const submittedAt = Date.now();
-  note("run", "submitted", `${run}: ${totalCells} cells, parallel ${PARALLEL}, budget $${BUDGET_USD}`);
+  note(
+    `${mode}: run`,
+    "submitted",
+    `${run}: ${totalCells} cells, parallel ${PARALLEL}, budget $${BUDGET_USD}`,
+  );
 
   // The schedule: each kind of process once at a random moment in the first ~70 s of the run.
   const kinds = ["planner", "dispatcher", "results-writer", "grader-supervisor", "gateway", "nats-server"];
-  if (privatePg) kinds.push("postgres");
+  if (privatePg && mode === "single") kinds.push("postgres");
   const schedule = kinds
     .map((k) => ({
       kind: k,
@@ -289,7 +328,7 @@ async function main(): Promise<Record<string, unknown>> {
     }))
     .sort((a, b) => a.atMs - b.atMs);
   process.stderr.write(
-    `schedule: ${schedule.map((s) => `${s.kind}@${(s.atMs / 1000).toFixed(1)}s(down ${s.downMs}ms)`).join(" ")}\n`,
+    `${mode} schedule: ${schedule.map((s) => `${s.kind}@${(s.atMs / 1000).toFixed(1)}s(down ${s.downMs}ms)`).join(" ")}\n`,
   );
   let chaosErr: unknown;
   const chaos = (async () => {
@@ -297,17 +336,22 @@ async function main(): Promise<Record<string, unknown>> {
       const wait = submittedAt + s.atMs - Date.now();
       if (wait > 0) await sleep(wait);
       if (s.kind === "nats-server") {
-        note("nats-server", "SIGKILL", "store kept");
-        await nats.stop("SIGKILL");
-        await sleep(s.downMs);
-        await nats.start();
-        note("nats-server", "restarted", `after ${s.downMs} ms`);
+        const i = mode === "cluster" ? Math.floor(rand() * nats.nodes.length) : 0;
+        const node = nats.nodes[i]!;
+        const name = `${mode}: nats-server n${i + 1}`;
+        note(name, "SIGKILL", "store kept");
+        await node.stop("SIGKILL");
+        // a cluster node stays down longer: the other two carry the streams meanwhile
+        const down = mode === "cluster" ? s.downMs * 4 : s.downMs;
+        await sleep(down);
+        await node.start();
+        note(name, "restarted", `after ${down} ms`);
       } else if (s.kind === "postgres" && privatePg) {
-        note("postgres", "crash", "pg_ctl stop -m immediate");
+        note(`${mode}: postgres`, "crash", "pg_ctl stop -m immediate");
         await privatePg.crash();
         await sleep(s.downMs);
         await privatePg.start();
-        note("postgres", "restarted", `after ${s.downMs} ms`);
+        note(`${mode}: postgres`, "restarted", `after ${s.downMs} ms`);
       } else {
         const p = s.kind === "gateway" ? gateways[Math.floor(rand() * gateways.length)]! : actors[s.kind]!;
         const pid = p.pid;
@@ -324,9 +368,10 @@ async function main(): Promise<Record<string, unknown>> {
 
   // Follow the run until every cell is final (from PostgreSQL; errors while it is down are expected).
   let finished = false;
+  let finalAt = 0;
   let last = "";
   let counts: Record<string, number> = {};
-  while (Date.now() - submittedAt < RUN_WAIT_MS) {
+  while (Date.now() - submittedAt < waitMs) {
     await sleep(2_000);
     try {
       const r = await db.query<{ status: string; n: string }>(
@@ -340,33 +385,44 @@ async function main(): Promise<Record<string, unknown>> {
       if (line !== last) process.stderr.write(`[chaos +${((Date.now() - t0) / 1000).toFixed(1)}s] ${line}\n`);
       last = line;
       if (total === totalCells && open === 0 && schedule.every((s) => s.atMs < Date.now() - submittedAt)) {
+        if (!finished) {
+          note(`${mode}: run`, "cells final", line);
+          finalAt = Date.now();
+        }
         finished = true;
-        break;
+        // Finished for the plane means the progress key: every cell final, grades in, the ledger landed (a
+        // results-writer killed holding ledger messages gets them back only after the consumer's ack wait).
+        const e = await client.kv.progress.get(ProgressKeys.run(run)).catch(() => null);
+        const phase = e && e.length > 0 ? e.json<{ phase?: string }>().phase : undefined;
+        if (phase === "finished") break;
+        if (Date.now() - finalAt > POST_FINAL_WAIT_MS) {
+          note(
+            `${mode}: run`,
+            "gave up",
+            `progress key still ${phase} ${POST_FINAL_WAIT_MS / 1000} s after every cell was final`,
+          );
+          break;
+        }
       }
     } catch {
       // PostgreSQL restarting
     }
   }
   await chaos;
-  if (chaosErr) note("chaos", "error", String(chaosErr));
-  note("run", finished ? "finished" : "NOT finished", JSON.stringify(counts));
+  if (chaosErr) note(`${mode}: chaos`, "error", String(chaosErr));
+  note(`${mode}: run`, finished ? "finished" : "NOT finished", JSON.stringify(counts));
 
-  // Let the results-writer land the last ledger rows: wait until the ledger stops growing.
-  let prevLedger = -1;
-  for (let i = 0; i < 30; i++) {
-    const n = await scalar(db, "SELECT count(*)::text AS v FROM ledger_calls WHERE run_name = $1", [
-      run,
-    ]).catch(() => -1);
-    const billedCalls = provider.bill().byKey[UPSTREAM_KEY]?.calls ?? 0;
-    if (n === prevLedger && n >= 0 && (n === billedCalls || i >= 5)) break;
-    prevLedger = n;
-    await sleep(2_000);
-  }
-
-  return await runChecks({ db, client, provider, run, totalCells, finished, chaosErr });
+  const res = await runChecks({ mode, db, client, provider, run, totalCells, finished, chaosErr });
+  // This scenario's processes and servers go now; the next one starts its own.
+  await Promise.allSettled(procs.map((p) => p.kill("SIGKILL")));
+  await client.close().catch(() => {});
+  await nats.cleanup().catch(() => {});
+  await provider.close().catch(() => {});
+  return res;
 }
 
 async function runChecks(c: {
+  mode: Mode;
   db: Db;
   client: Plane;
   provider: ScriptedProvider;
@@ -376,13 +432,31 @@ async function runChecks(c: {
   chaosErr: unknown;
 }): Promise<Record<string, unknown>> {
   const { db, run, totalCells } = c;
-  const check = (name: string, ok: boolean, detail: string) => checks.push({ name, ok, detail });
+  const check = (name: string, ok: boolean, detail: string) =>
+    checks.push({ name: `[${c.mode}] ${name}`, ok, detail });
 
   // 1. every run finished (PostgreSQL and the progress key)
   const prog = await c.client.kv.progress.get(ProgressKeys.run(run)).catch(() => null);
   const phase = prog && prog.length > 0 ? (prog.json<{ phase?: string }>().phase ?? "?") : "none";
   check("run finished (every cell final in run_state)", c.finished, `progress key phase: ${phase}`);
-  check("progress key says finished", phase === "finished", phase);
+  // Why not: grades still awaited (a grader killed holding grade jobs gets them back after the consumer's ack
+  // wait), or the ledger consumer's ack floor behind the stream's end.
+  const pendingGrades = await scalar(
+    db,
+    "SELECT count(*)::text AS v FROM run_results WHERE run_name = $1 AND grade_status = 'PENDING'",
+    [run],
+  ).catch(() => -1);
+  const ledgerInfo = await c.client.jsm.streams.info(Streams.ledger.name).catch(() => null);
+  const lc = Consumers.resultsWriterLedger;
+  const ledgerCons = await c.client.jsm.consumers.info(lc.stream, lc.durable).catch(() => null);
+  const gradeCons = await c.client.jsm.consumers
+    .info(Consumers.graderSupervisor.stream, Consumers.graderSupervisor.durable)
+    .catch(() => null);
+  check(
+    "progress key says finished",
+    phase === "finished",
+    `${phase}; ${pendingGrades} attempts grade_status PENDING; ledger ack floor ${ledgerCons?.ack_floor.stream_seq ?? "?"} / stream last ${ledgerInfo?.state.last_seq ?? "?"}; grade jobs pending ${gradeCons?.num_pending ?? "?"}, unacked ${gradeCons?.num_ack_pending ?? "?"}, redelivered ${gradeCons?.num_redelivered ?? "?"}`,
+  );
 
   // 2. one run_state row per cell; one attempt row per cell that ran
   const stateRows = await scalar(db, "SELECT count(*)::text AS v FROM run_state WHERE run_name = $1", [run]);
@@ -432,6 +506,13 @@ async function runChecks(c: {
   const billCalls = line?.calls ?? 0;
   const billCost = BigInt(line?.costNanoUsd ?? 0);
   const otherKeys = Object.keys(bill.byKey).filter((k) => k !== UPSTREAM_KEY);
+  // How many ledger messages the stream holds for the run: published-but-not-landed vs never published.
+  const streamInfo = await c.client.jsm.streams
+    .info(Streams.ledger.name, { subjects_filter: Subjects.ledger.run(run) })
+    .catch(() => null);
+  const streamLedger = streamInfo
+    ? Object.values(streamInfo.state.subjects ?? {}).reduce((a, b) => a + b, 0)
+    : -1;
   // Per cell: the provider saw "fix <cell> (call i)"; a cell whose ledger has more rows than the bill doubled one.
   const billedPerCell = new Map<string, number>();
   for (const call of c.provider.calls()) {
@@ -471,7 +552,7 @@ async function runChecks(c: {
   check(
     "no ledger row doubled (per cell: ledger ≤ bill)",
     doubled === 0 && ledgerCalls <= billCalls,
-    `ledger ${ledgerCalls} calls / bill ${billCalls} calls; ${doubled} extra rows`,
+    `ledger ${ledgerCalls} rows / ${streamLedger} msgs in ${Streams.ledger.name} / bill ${billCalls} calls; ${doubled} extra rows`,
   );
   check(
     "no ledger row lost (except a killed dispatcher's in-flight calls)",
