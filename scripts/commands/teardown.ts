@@ -1,6 +1,9 @@
 import type { Command } from "commander";
 import { type TeardownReport, teardown } from "../../actors/dispatcher/backends/ecs-teardown.js";
+import { openResultsDb } from "../../actors/runtime/main.js";
+import { revokeRunKeys } from "../../gateway-sidecar/keys.js";
 import { ErrorCode, EvalfleetError } from "../../protocol/errors.js";
+import { createLogger } from "../../protocol/log.js";
 
 interface TeardownFlags {
   run?: string;
@@ -55,7 +58,21 @@ export function register(program: Command): void {
       const { ECSClient } = await import("@aws-sdk/client-ecs");
       const { AutoScalingClient } = await import("@aws-sdk/client-auto-scaling");
       const region = flags.region === undefined ? {} : { region: flags.region };
+      // A run's gateway keys live in PostgreSQL: revoked there (and its tasks' copy in KV dropped) when we can reach it.
+      const databaseUrl = process.env.DATABASE_URL;
+      const revoke = databaseUrl
+        ? async (run: string) => {
+            const log = createLogger({ name: "evalfleet", level: "warn" });
+            const db = await openResultsDb({ url: databaseUrl, log });
+            try {
+              await revokeRunKeys(db, run);
+            } finally {
+              await db.close();
+            }
+          }
+        : undefined;
       const report = await teardown({
+        ...(revoke ? { revokeRunKeys: revoke } : {}),
         ecs: new ECSClient(region),
         cluster,
         ...(flags.run === undefined ? {} : { run: flags.run }),

@@ -114,7 +114,7 @@ export async function teardown(opts: TeardownOptions): Promise<TeardownReport> {
 
   for (const run of runs) {
     if (!opts.revokeRunKeys) {
-      report.keysNotRevoked.push({ run, reason: "no key revocation configured" });
+      report.keysNotRevoked.push({ run, reason: "no key revocation configured (set DATABASE_URL)" });
       continue;
     }
     if (dryRun) continue;
