@@ -600,7 +600,9 @@ describe("teardown", () => {
     });
     assert.equal(all.stopped.length, 120);
     assert.deepEqual(all.runs, ["run:2"]);
-    assert.deepEqual(all.keysNotRevoked, [{ run: "run:2", reason: "no key revocation configured" }]);
+    assert.deepEqual(all.keysNotRevoked, [
+      { run: "run:2", reason: "no key revocation configured (set DATABASE_URL)" },
+    ]);
     assert.deepEqual(all.scaled, [{ asg: "eval", from: 7, to: 0 }]);
     assert.equal(asg.desired, 0);
     assert.equal(asg.min, 0);
