@@ -7,6 +7,7 @@ import { openResultsDb } from "../../actors/runtime/main.js";
 import { ErrorCode, EvalfleetError } from "../../protocol/errors.js";
 import { createLogger } from "../../protocol/log.js";
 import type { Db } from "../../store/db.js";
+import { freePort, NatsServerNode, writeNodeConfig } from "../local/nats-server.js";
 import { buildReport } from "../report/aggregate.js";
 import { formatCsv, formatJson, formatTable } from "../report/format.js";
 import { assertRunExists, loadPredictionSources, loadReportInput } from "../report/load.js";
@@ -54,20 +55,48 @@ function positiveInt(v: string | undefined, flag: string): number | undefined {
 }
 
 /** Patches from the object store when NATS answers; otherwise each row's diff column (with a warning). */
-async function patchFetcher(): Promise<{
+/**
+ * Patches from the object store: NATS_URL when set; else the store `evalfleet start` / `up` keep under
+ * <state-dir>/nats, served by a nats-server of our own for as long as the export takes; else each row's diff
+ * column (with a warning).
+ */
+async function patchFetcher(stateDir: string): Promise<{
   get: (ref: string) => Promise<string | null>;
   close(): Promise<void>;
 }> {
+  let node: NatsServerNode | undefined;
   try {
-    const plane = await openPlane({ name: "evalfleet-report", ensure: false });
+    const natsDir = resolve(stateDir, "nats");
+    let servers: string | undefined;
+    if (!process.env.NATS_URL && existsSync(join(natsDir, "store"))) {
+      const spec = {
+        name: "evalfleet-report",
+        port: await freePort(),
+        storeDir: join(natsDir, "store"),
+        configFile: join(natsDir, "report.conf"),
+      };
+      await writeNodeConfig(spec, [], undefined, "");
+      node = new NatsServerNode(spec);
+      await node.start();
+      servers = node.url;
+    }
+    const plane = await openPlane({
+      name: "evalfleet-report",
+      ensure: false,
+      ...(servers ? { servers } : {}),
+    });
     return {
       get: async (ref) => {
         const bytes = await plane.blobs.getBlob(ref).catch(() => null);
         return bytes === null ? null : new TextDecoder().decode(bytes);
       },
-      close: () => plane.close(),
+      close: async () => {
+        await plane.close();
+        await node?.stop();
+      },
     };
   } catch (err) {
+    await node?.stop();
     process.stderr.write(
       `warning: ${(err as Error).message}\n  patches come from run_results.diff instead of the object store\n`,
     );
@@ -130,7 +159,9 @@ export function register(program: Command): void {
         if (flags.export) {
           const sources = await loadPredictionSources(db, run);
           const needBlobs = sources.some((s) => s.patchRef !== null);
-          const patches = needBlobs ? await patchFetcher() : { get: async () => null, close: async () => {} };
+          const patches = needBlobs
+            ? await patchFetcher(flags.stateDir)
+            : { get: async () => null, close: async () => {} };
           try {
             const out = await buildPredictions(sources, patches.get, {
               ...(flags.harness ? { harness: flags.harness } : {}),

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
-import { mkdtemp, rm } from "node:fs/promises";
+import { spawn, spawnSync } from "node:child_process";
+import { mkdtemp, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { after, describe, it } from "node:test";
@@ -9,11 +9,16 @@ import { openDb } from "../../store/db.js";
 const ROOT = resolve(import.meta.dirname, "../..");
 
 /** `evalfleet start` exactly as `npm start` runs it: no NATS_URL, no DATABASE_URL, no provider keys. */
-function runStart(stateDir: string, name: string): Promise<{ code: number | null; out: string }> {
+function cleanEnv(): NodeJS.ProcessEnv {
   const env = { ...process.env };
   for (const k of ["NATS_URL", "DATABASE_URL", "ANTHROPIC_API_KEY", "OPENAI_API_KEY", "NODE_TEST_CONTEXT"])
     delete env[k];
   for (const k of Object.keys(env)) if (k.startsWith("EVALFLEET_")) delete env[k];
+  return env;
+}
+
+function runStart(stateDir: string, name: string): Promise<{ code: number | null; out: string }> {
+  const env = cleanEnv();
   return new Promise((done) => {
     const child = spawn(
       process.execPath,
@@ -78,5 +83,30 @@ describe("the main job (npm start)", () => {
     } finally {
       await db.close();
     }
+    // Reported and exported afterwards from the same state: predictions with the real patches.
+    const preds = join(stateDir, "predictions.jsonl");
+    const rep = spawnSync(
+      process.execPath,
+      [
+        join(ROOT, "bin/evalfleet.js"),
+        "report",
+        "sample-e2e",
+        "--state-dir",
+        stateDir,
+        "--export",
+        preds,
+        "--json",
+      ],
+      { cwd: ROOT, env: cleanEnv(), encoding: "utf8", timeout: 120_000 },
+    );
+    assert.equal(rep.status, 0, rep.stderr);
+    const lines = (await readFile(preds, "utf8"))
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l) as Record<string, string>);
+    assert.equal(lines.length, 32);
+    assert.ok(
+      lines.every((l) => l.instance_id && l.model_name_or_path && l.model_patch?.startsWith("diff --git")),
+    );
   });
 });
