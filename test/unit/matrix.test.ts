@@ -139,6 +139,10 @@ describe("budget exemption and estimate", () => {
     assert.equal(estimateNanoUsd(config({ budget_usd: 10, max_cost_usd: 2 }), true, 10), 0);
     assert.equal(estimateNanoUsd(config({ budget_usd: 10, max_cost_usd: 2 }), false, 10), 2_000_000_000);
     assert.equal(estimateNanoUsd(config({ budget_usd: 10 }), false, 4), 2_500_000_000);
-    assert.equal(estimateNanoUsd(config({ budget_usd: 1 }), false, 3), 333_333_333, "all three of $1 / 3 fit");
+    assert.equal(
+      estimateNanoUsd(config({ budget_usd: 1 }), false, 3),
+      333_333_333,
+      "all three of $1 / 3 fit",
+    );
   });
 });
