@@ -130,7 +130,9 @@ export const Consumers = {
     stream: Streams.cells.name,
     durable: "dispatcher",
     filterSubject: Subjects.cells.all,
-    ackWaitNs: 120 * SECOND_NS,
+    // Held cells are kept alive with working() every capacity poll, so a short wait only matters when a replica
+    // dies: its held cells come back to the others in 20 s instead of stalling the run for minutes.
+    ackWaitNs: 20 * SECOND_NS,
     maxDeliver: -1,
     maxAckPending: 50_000,
   },
@@ -179,7 +181,8 @@ export const Consumers = {
     stream: Streams.gradeJobs.name,
     durable: "grader-supervisor",
     filterSubject: Subjects.gradeJobs.all,
-    ackWaitNs: 300 * SECOND_NS,
+    // A grade says working() every 30 s; a dead grader's jobs return after 90 s.
+    ackWaitNs: 90 * SECOND_NS,
     maxDeliver: -1,
     maxAckPending: 256,
   },
