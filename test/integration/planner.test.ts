@@ -204,8 +204,17 @@ describe("planner", () => {
     for (let i = 0; i < 50; i++) client.publish(Subjects.runSubmit, JSON.stringify(run(`burst-${i}`)));
     for (let i = 0; i < 50; i++)
       await waitProgress(p.kv.progress, ProgressKeys.run(`burst-${i}`), (x) => x.phase === "planned", 30_000);
+    // The accepted event follows the progress key: wait until every run's event is in, then look for doubles.
+    let perRun: Array<[string, number]> = [];
+    const deadline = Date.now() + 15_000;
+    do {
+      const ev = await p.jsm.streams.info(Streams.events.name, { subjects_filter: "events.>" });
+      perRun = Object.entries(ev.state.subjects ?? {}).filter(([s]) => s.startsWith("events.burst-"));
+      if (perRun.length < 50) await new Promise((r) => setTimeout(r, 100));
+    } while (perRun.length < 50 && Date.now() < deadline);
+    await new Promise((r) => setTimeout(r, 300));
     const ev = await p.jsm.streams.info(Streams.events.name, { subjects_filter: "events.>" });
-    const perRun = Object.entries(ev.state.subjects ?? {}).filter(([s]) => s.startsWith("events.burst-"));
+    perRun = Object.entries(ev.state.subjects ?? {}).filter(([s]) => s.startsWith("events.burst-"));
     assert.equal(perRun.length, 50);
     assert.ok(
       perRun.every(([, n]) => n === 1),
