@@ -24,8 +24,11 @@ export interface FreshDb {
   cleanup(): Promise<void>;
 }
 
-export async function freshDb(name = "test", opts: { migrate?: boolean } = {}): Promise<FreshDb> {
-  const adminUrl = process.env.DATABASE_URL;
+export async function freshDb(
+  name = "test",
+  opts: { migrate?: boolean; adminUrl?: string } = {},
+): Promise<FreshDb> {
+  const adminUrl = opts.adminUrl ?? process.env.DATABASE_URL;
   const wantMigrate = opts.migrate ?? true;
   if (!adminUrl) {
     const db = wantMigrate ? await openDb({ loadDataDir: await migratedPgliteImage() }) : await openDb();
@@ -117,4 +120,25 @@ async function templateKey(): Promise<string> {
   ];
   for (const f of files.sort()) h.update(f).update(await readFile(join(store, f)));
   return h.digest("hex").slice(0, 16);
+}
+
+/** The machine's PostgreSQL when DATABASE_URL is not set (Debian's, trust auth, as CI and the dev machines have). */
+const LOCAL_POSTGRES = "postgres://postgres@127.0.0.1:5432/postgres";
+
+/**
+ * A fresh PostgreSQL database, for tests whose point needs a real server (several processes on one database):
+ * DATABASE_URL, else the local server; a clear failure when neither answers — never a silent skip.
+ */
+export async function freshPostgres(name = "test"): Promise<FreshDb & { url: string }> {
+  const adminUrl = process.env.DATABASE_URL ?? LOCAL_POSTGRES;
+  try {
+    await admin(adminUrl, "SELECT 1");
+  } catch (err) {
+    throw new Error(
+      `this test needs PostgreSQL: set DATABASE_URL (tried ${adminUrl}: ${err instanceof Error ? err.message : String(err)})`,
+    );
+  }
+  const f = await freshDb(name, { adminUrl });
+  if (!f.url) throw new Error("freshDb returned no URL for PostgreSQL");
+  return f as FreshDb & { url: string };
 }

@@ -12,13 +12,13 @@ import { reconcileAttempt } from "../../gateway-sidecar/spend.js";
 import { anthropicJsonResult } from "../../providers/anthropic.js";
 import { PriceTable } from "../../providers/pricing.js";
 import { startScriptedProvider } from "../../scripts/scripted-provider/index.js";
-import { freshDb } from "../helpers/db.js";
+import { freshPostgres } from "../helpers/db.js";
 
 /*
  * Two `evalfleet gateway` processes on one PostgreSQL; one is SIGKILLed mid-run. No call is lost (the client moves
  * to the other replica), every call the upstream billed is in the spend log — the dead replica's calls as pending
  * rows at their worst-case reservation — so the log never under-counts, and reconciliation flags those cells.
- * Needs DATABASE_URL (PGlite cannot be shared between processes).
+ * Runs on real PostgreSQL (DATABASE_URL, else the local server): PGlite cannot be shared between processes.
  */
 
 const UPSTREAM_KEY = "sk-upstream-sigkill";
@@ -66,10 +66,9 @@ async function startReplica(port: number, config: string, dbUrl: string): Promis
   return proc;
 }
 
-test("a gateway process SIGKILLed mid-run: no call lost, the log never under-counts the bill", {
-  skip: !process.env.DATABASE_URL,
-}, async () => {
-  const fdb = await freshDb("gateway_sigkill");
+test("a gateway process SIGKILLed mid-run: no call lost, the log never under-counts the bill", async () => {
+  // Real PostgreSQL: the gateway replicas are separate processes sharing one database.
+  const fdb = await freshPostgres("gateway_sigkill");
   const provider = await startScriptedProvider({
     keys: [UPSTREAM_KEY],
     scenario: (req) => ({ text: "x".repeat(40 + (req.index % 13) * 4), firstByteDelayMs: 80 }),

@@ -28,7 +28,7 @@ import {
   ledgerTotals,
   setCellStatus,
 } from "../../store/results.js";
-import { type FreshDb, freshDb } from "../helpers/db.js";
+import { type FreshDb, freshPostgres } from "../helpers/db.js";
 import { startNats, type TestNats } from "../helpers/nats.js";
 
 let nats: TestNats;
@@ -229,7 +229,9 @@ async function ledgerSum(run: string, cellId: string): Promise<{ cost: number; i
 
 before(async () => {
   nats = await startNats();
-  store = await freshDb("results_writer");
+  // PostgreSQL, not PGlite: the crash test runs a writer in a second process on the same database (the main-job
+  // test runs the results-writer on PGlite).
+  store = await freshPostgres("results_writer");
   admin = await openPlane({ servers: nats.url, name: "rw-admin" });
   planes.push(admin);
   for (const c of WRITER_CONSUMERS)
@@ -583,10 +585,6 @@ describe("results-writer", () => {
   });
 
   it("a writer process killed with SIGKILL mid-run: the next one finishes with no lost and no doubled rows", async (t) => {
-    if (!store.url) {
-      t.skip("needs DATABASE_URL (a second process cannot share embedded PGlite)");
-      return;
-    }
     // Only the child consumes while it lives.
     for (const w of writers.splice(0)) await w.stop();
     const child = spawn(

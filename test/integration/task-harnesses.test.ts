@@ -1,8 +1,12 @@
 import assert from "node:assert/strict";
+import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { codexShellScenario } from "../../scripts/scripted-provider/index.js";
 import { claudeFixScenario, opencodeFixScenario } from "../../shim/adapters/index.js";
 import { FIXED_CALC, startTaskRig, type TaskRig } from "./task-fixture.js";
+
+const OPENCODE_BIN =
+  process.env.OPENCODE_BIN ?? join(import.meta.dirname, "../../node_modules/.bin/opencode");
 
 const claudeRun = (name: string, extra: Record<string, unknown> = {}) => ({
   name,
@@ -84,13 +88,11 @@ describe("harness task with real CLI harnesses", { timeout: 115_000 }, () => {
     assert.match((await rig.blob(r.patchRef!)) ?? "", /^\+ {2}return a \+ b;$/m);
   });
 
-  // opencode is not a dependency of evalfleet: point OPENCODE_BIN at one (npm i opencode-ai) to run this.
-  test("opencode writes the scripted fix through its bash tool: PATCH_READY", {
-    skip: !process.env.OPENCODE_BIN,
-  }, async () => {
+  // opencode-ai is a dev dependency; OPENCODE_BIN points at another build.
+  test("opencode writes the scripted fix through its bash tool: PATCH_READY", async () => {
     const cell = await rig.plan({
       name: "oc-task",
-      harnesses: [{ name: "opencode", adapter: "opencode", settings: { bin: process.env.OPENCODE_BIN } }],
+      harnesses: [{ name: "opencode", adapter: "opencode", settings: { bin: OPENCODE_BIN } }],
       models: [{ name: "gpt-5-mini", provider: "openai" }],
       max_turns: 10,
       timeout_seconds: 90,
