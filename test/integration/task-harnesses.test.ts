@@ -1,12 +1,42 @@
 import assert from "node:assert/strict";
+import { execFileSync } from "node:child_process";
+import { existsSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { codexShellScenario } from "../../scripts/scripted-provider/index.js";
 import { claudeFixScenario, opencodeFixScenario } from "../../shim/adapters/index.js";
 import { FIXED_CALC, startTaskRig, type TaskRig } from "./task-fixture.js";
 
-const OPENCODE_BIN =
-  process.env.OPENCODE_BIN ?? join(import.meta.dirname, "../../node_modules/.bin/opencode");
+/**
+ * opencode from npm, installed by the test into a cache folder the first time (it is not an evalfleet dependency:
+ * its platform packages do not all resolve in a lock file). OPENCODE_BIN points at another build.
+ */
+async function opencodeBin(): Promise<string> {
+  if (process.env.OPENCODE_BIN) return process.env.OPENCODE_BIN;
+  const prefix = join(tmpdir(), `evalfleet-opencode-${OPENCODE_VERSION}`);
+  const bin = join(prefix, "node_modules/.bin/opencode");
+  if (!existsSync(bin))
+    execFileSync(
+      "npm",
+      [
+        "install",
+        "--prefix",
+        prefix,
+        "--no-save",
+        "--no-audit",
+        "--no-fund",
+        `opencode-ai@${OPENCODE_VERSION}`,
+      ],
+      {
+        stdio: "ignore",
+        timeout: 240_000,
+      },
+    );
+  return bin;
+}
+const OPENCODE_VERSION = "1.18.33";
+process.env.OPENCODE_BIN ?? join(import.meta.dirname, "../../node_modules/.bin/opencode");
 
 const claudeRun = (name: string, extra: Record<string, unknown> = {}) => ({
   name,
@@ -88,11 +118,10 @@ describe("harness task with real CLI harnesses", { timeout: 115_000 }, () => {
     assert.match((await rig.blob(r.patchRef!)) ?? "", /^\+ {2}return a \+ b;$/m);
   });
 
-  // opencode-ai is a dev dependency; OPENCODE_BIN points at another build.
   test("opencode writes the scripted fix through its bash tool: PATCH_READY", async () => {
     const cell = await rig.plan({
       name: "oc-task",
-      harnesses: [{ name: "opencode", adapter: "opencode", settings: { bin: OPENCODE_BIN } }],
+      harnesses: [{ name: "opencode", adapter: "opencode", settings: { bin: await opencodeBin() } }],
       models: [{ name: "gpt-5-mini", provider: "openai" }],
       max_turns: 10,
       timeout_seconds: 90,
