@@ -1,23 +1,12 @@
-import { readFile } from "node:fs/promises";
-import { dirname, resolve } from "node:path";
 import type { Command } from "commander";
-import { type Plan, parseSubmission, planRun } from "../../actors/planner/plan.js";
-import { ErrorCode, EvalfleetError } from "../../protocol/errors.js";
+import { type Plan, planRun } from "../../actors/planner/plan.js";
 import { printJson, table } from "./output.js";
+import { readRunFile } from "./submit.js";
 
 /** Read a run file and plan it locally: the same validation and expansion the planner does. */
 export async function planFile(file: string): Promise<Plan> {
-  let data: Buffer;
-  try {
-    data = await readFile(file);
-  } catch (err) {
-    throw new EvalfleetError(
-      ErrorCode.InvalidConfig,
-      `cannot read run file ${file}: ${(err as NodeJS.ErrnoException).code ?? String(err)} — check the path`,
-    );
-  }
-  const config = parseSubmission(data);
-  return await planRun(config, dirname(resolve(file)));
+  // readRunFile makes task_library_path absolute, so the base directory no longer matters.
+  return await planRun(await readRunFile(file), process.cwd());
 }
 
 /** The seed's dry-run table: the first 20 cells (Cell ID, Harness, Model, Task, Repeat) and the total. */
