@@ -101,13 +101,16 @@ describe("planner", () => {
     assert.equal(rows.rows[0]?.n, 24);
     const meta = await store.db.query("SELECT * FROM run_metadata WHERE run_name = $1", ["raw-json"]);
     assert.equal(meta.rowCount, 1);
-    const info = await p.jsm.streams.info(Streams.cells.name, {
-      subjects_filter: Subjects.cells.run("raw-json"),
-    });
-    assert.equal(
-      Object.values(info.state.subjects ?? {}).reduce((a, b) => a + b, 0),
-      24,
-    );
+    // The progress key is written before the cells are published: wait for them.
+    let queued = 0;
+    for (const deadline = Date.now() + 10_000; queued < 24 && Date.now() < deadline; ) {
+      const info = await p.jsm.streams.info(Streams.cells.name, {
+        subjects_filter: Subjects.cells.run("raw-json"),
+      });
+      queued = Object.values(info.state.subjects ?? {}).reduce((a, b) => a + b, 0);
+      if (queued < 24) await new Promise((r) => setTimeout(r, 50));
+    }
+    assert.equal(queued, 24);
     const job = await p.kv.jobs.get("cell.raw-json.h1__m1__t1__r0");
     assert.equal(CellWorkSchema.parse(job?.json()).taskId, "t1");
     const key = (await p.kv.jobs.get(StateKeys.runKey("raw-json")))?.string() ?? "";
