@@ -5,7 +5,6 @@
  * the model's NO.
  */
 import path from "node:path";
-import type { z } from "zod";
 import { type RunConfig, RunConfigSchema, type TaskSpec, TaskSpecSchema } from "../../protocol/config.js";
 import { decodeJson, encodeJson } from "../../protocol/decode.js";
 import { ErrorCode, EvalfleetError, formatIssues, ValidationError } from "../../protocol/errors.js";
@@ -21,6 +20,7 @@ import { Consumers } from "../../protocol/topology.js";
 import type { Db } from "../../store/db.js";
 import { Actor, type Delivery } from "../runtime/actor.js";
 import type { Plane } from "../runtime/connect.js";
+import { readJob } from "../runtime/jobs.js";
 import { gradeCacheKey } from "./backends/cache.js";
 import { createDockerBackend } from "./backends/docker.js";
 import { createGrader, type RetryPolicy } from "./backends/grader.js";
@@ -123,18 +123,6 @@ export async function publishResult(plane: Plane, result: GradeResult): Promise<
       msgID: `${result.run}/${result.cellId}/${result.attempt}/grade`,
     },
   );
-}
-
-/** A value the planner put in the jobs bucket, validated; null when absent. */
-export async function readJob<S extends z.ZodType>(
-  plane: Plane,
-  key: string,
-  schema: S,
-  what: string,
-): Promise<z.output<S> | null> {
-  const entry = await plane.kv.jobs.get(key);
-  if (entry?.operation !== "PUT" || entry.value.length === 0) return null;
-  return decodeJson(schema, entry.value, what);
 }
 
 /** Grade one job; returns the result to publish. Throws only for retryable trouble (the job is redelivered). */

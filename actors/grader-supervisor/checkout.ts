@@ -4,9 +4,10 @@
  * retry must never find the previous attempt's patch already applied (it would be scored as an apply failure).
  */
 import { createHash } from "node:crypto";
-import { cp, mkdtemp, readdir, readFile, rm } from "node:fs/promises";
+import { cp, mkdtemp, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
+import { listFiles } from "../../shim/task/workdir.js";
 import { run } from "./backends/exec.js";
 import type { GradeBackend, GradeJob } from "./backends/types.js";
 import { infraFailure } from "./backends/types.js";
@@ -74,18 +75,6 @@ export function withFreshCheckout(inner: GradeBackend, env: NodeJS.ProcessEnv = 
       }
     },
   };
-}
-
-async function listFiles(dir: string, rel = ""): Promise<string[]> {
-  const out: string[] = [];
-  const entries = await readdir(path.join(dir, rel), { withFileTypes: true });
-  for (const e of entries.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))) {
-    if (e.name === ".git") continue;
-    const p = rel ? `${rel}/${e.name}` : e.name;
-    if (e.isDirectory()) out.push(...(await listFiles(dir, p)));
-    else if (e.isFile()) out.push(p);
-  }
-  return out;
 }
 
 /**

@@ -4,7 +4,6 @@
  * rubric, and publish a Verdict. Every judge call is billable to the run: one ledger message per call.
  */
 import { randomUUID } from "node:crypto";
-import type { z } from "zod";
 import { type ModelSpec, RunConfigSchema, TaskSpecSchema } from "../../protocol/config.js";
 import { decodeJson, encodeJson } from "../../protocol/decode.js";
 import { ErrorCode, EvalfleetError, RetryableError, ValidationError } from "../../protocol/errors.js";
@@ -24,6 +23,7 @@ import { Consumers } from "../../protocol/topology.js";
 import type { Db } from "../../store/db.js";
 import { Actor, type Delivery } from "../runtime/actor.js";
 import type { Plane } from "../runtime/connect.js";
+import { readJob } from "../runtime/jobs.js";
 import { callJudge, type JudgeAttempt, judgeEndpoint, modelId, priceTableFor } from "./call.js";
 import { JUDGE_SYSTEM, judgePrompt, parseVerdict } from "./prompt.js";
 
@@ -76,17 +76,6 @@ export async function startJudge(opts: JudgeOptions): Promise<Actor> {
     },
   });
   return actor;
-}
-
-async function readJob<S extends z.ZodType>(
-  plane: Plane,
-  key: string,
-  schema: S,
-  what: string,
-): Promise<z.output<S> | null> {
-  const entry = await plane.kv.jobs.get(key);
-  if (entry?.operation !== "PUT" || entry.value.length === 0) return null;
-  return decodeJson(schema, entry.value, what);
 }
 
 async function readBlob(plane: Plane, ref: string | null): Promise<string | null> {

@@ -48,7 +48,8 @@ export function attemptDirs(root: string, ref: TaskRef): AttemptDirs {
   };
 }
 
-async function listFiles(dir: string, rel = ""): Promise<string[]> {
+/** Every file under `dir` (not .git), sorted, as paths relative to it: what a task folder's content is. */
+export async function listFiles(dir: string, rel = ""): Promise<string[]> {
   const out: string[] = [];
   const entries = await readdir(path.join(dir, rel), { withFileTypes: true });
   for (const e of entries.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))) {
