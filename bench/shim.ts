@@ -13,6 +13,8 @@ const SELF = fileURLToPath(import.meta.url);
 const RATES = [500, 2000];
 const DURATION_S = Number(process.env.BENCH_SECONDS ?? "5");
 const WARMUP_S = 3;
+/** direct / through-shim windows per rate */
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? "5");
 const BODY = JSON.stringify({
   model: "claude-sonnet-4-5",
   max_tokens: 256,
@@ -62,6 +64,9 @@ function child(name: string, env: Record<string, string>): Promise<{ proc: Child
       "--import",
       "tsx",
       ...(process.env.BENCH_PROF === name ? ["--cpu-prof", "--cpu-prof-dir=/tmp/shim-prof"] : []),
+      ...(name === "shim" && process.env.BENCH_SHIM_NODE_ARGS
+        ? process.env.BENCH_SHIM_NODE_ARGS.split(" ")
+        : []),
     ],
     env: { ...process.env, ...env },
     stdio: ["ignore", "inherit", "inherit", "ipc"],
@@ -137,6 +142,13 @@ async function one(agent: Agent, url: string, phase: Phase): Promise<void> {
   }
 }
 
+function merge(into: Phase, p: Phase): void {
+  for (const x of p.latenciesMs) into.latenciesMs.push(x);
+  for (const x of p.ttfbMs) into.ttfbMs.push(x);
+  into.errors += p.errors;
+  into.lateStarts += p.lateStarts;
+}
+
 function pct(xs: number[], p: number): number {
   if (xs.length === 0) return Number.NaN;
   const s = [...xs].sort((a, b) => a - b);
@@ -174,15 +186,25 @@ async function main(): Promise<void> {
     await new Promise((r) => setTimeout(r, 1000));
     const idleUsPerS = usOf(idle0, await cpuOf(shim.proc));
     for (const rate of RATES) {
-      const p0 = await cpuOf(provider.proc);
-      const direct = await drive(agent, providerUrl, rate, DURATION_S);
-      const p1 = await cpuOf(provider.proc);
-      const cpu0 = await cpuOf(shim.proc);
-      const via = await drive(agent, shimUrl, rate, DURATION_S);
-      const cpu1 = await cpuOf(shim.proc);
+      // Direct and through-shim windows alternate, so load from anything else on the machine falls on both alike.
+      const direct: Phase = { latenciesMs: [], ttfbMs: [], errors: 0, lateStarts: 0 };
+      const via: Phase = { latenciesMs: [], ttfbMs: [], errors: 0, lateStarts: 0 };
+      let providerUs = 0;
+      let cpuUs = 0;
+      let driverUs = 0;
+      for (let round = 0; round < ROUNDS; round++) {
+        const p0 = await cpuOf(provider.proc);
+        const d0 = process.cpuUsage();
+        merge(direct, await drive(agent, providerUrl, rate, DURATION_S / ROUNDS));
+        driverUs += usOf(d0, process.cpuUsage());
+        providerUs += usOf(p0, await cpuOf(provider.proc));
+        const cpu0 = await cpuOf(shim.proc);
+        merge(via, await drive(agent, shimUrl, rate, DURATION_S / ROUNDS));
+        cpuUs += usOf(cpu0, await cpuOf(shim.proc));
+      }
       const calls = via.latenciesMs.length + via.errors;
-      const cpuUs = usOf(cpu0, cpu1);
-      const providerCpuUsPerCall = r3(usOf(p0, p1) / Math.max(1, direct.latenciesMs.length + direct.errors));
+      const directCalls = Math.max(1, direct.latenciesMs.length + direct.errors);
+      const providerCpuUsPerCall = r3(providerUs / directCalls);
       const row = {
         rate,
         calls,
@@ -205,12 +227,13 @@ async function main(): Promise<void> {
         addedP99Ms: r3(pct(via.latenciesMs, 99) - pct(direct.latenciesMs, 99)),
         shimCpuUsPerCall: r3(cpuUs / Math.max(1, calls)),
         providerCpuUsPerCall,
+        driverCpuUsPerCall: r3(driverUs / directCalls),
         shimIdleCpuUsPerS: r3(idleUsPerS),
         lateStarts: { direct: direct.lateStarts, shim: via.lateStarts },
       };
       results.push(row);
       process.stdout.write(
-        `${rate}/s x ${DURATION_S}s  direct p50 ${row.direct.p50} p99 ${row.direct.p99} ms | shim p50 ${row.shim.p50} p99 ${row.shim.p99} ms | added p50 ${row.addedP50Ms} p99 ${row.addedP99Ms} ms | CPU/call shim ${row.shimCpuUsPerCall} us, provider ${row.providerCpuUsPerCall} us | errors ${row.direct.errors}/${row.shim.errors}\n`,
+        `${rate}/s x ${DURATION_S}s  direct p50 ${row.direct.p50} p99 ${row.direct.p99} ms | shim p50 ${row.shim.p50} p99 ${row.shim.p99} ms | added p50 ${row.addedP50Ms} p99 ${row.addedP99Ms} ms | CPU/call shim ${row.shimCpuUsPerCall} us, provider ${row.providerCpuUsPerCall} us, driver ${row.driverCpuUsPerCall} us | errors ${row.direct.errors}/${row.shim.errors}\n`,
       );
     }
   } finally {
