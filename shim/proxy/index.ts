@@ -215,6 +215,7 @@ export async function startShim(opts: ShimOptions): Promise<ShimHandle> {
       // Connections of a killed harness may never close by themselves.
       setTimeout(() => server.closeAllConnections(), 2_000).unref();
       await closing;
+      await ledger.close();
       await upstream.close();
     },
     onCapReached(cb) {

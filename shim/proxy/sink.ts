@@ -1,5 +1,11 @@
 import { type KV, Kvm } from "@nats-io/kv";
-import { createInbox, headers, type Msg, type NatsConnection } from "@nats-io/transport-node";
+import {
+  createInbox,
+  headers,
+  type Msg,
+  type NatsConnection,
+  type Subscription,
+} from "@nats-io/transport-node";
 import { encodeJson } from "../../protocol/decode.js";
 import type { Logger } from "../../protocol/log.js";
 import {
@@ -38,6 +44,7 @@ interface Pending {
 export class LedgerSink {
   private readonly pending = new Map<number, Pending>();
   private readonly inbox: string;
+  private readonly sub: Subscription | undefined;
   private seq = 0;
   private queue: number[] = [];
   private batch: NodeJS.Timeout | undefined;
@@ -53,7 +60,9 @@ export class LedgerSink {
     private readonly onRow?: (row: LedgerCall) => void,
   ) {
     this.inbox = createInbox();
-    nc?.subscribe(`${this.inbox}.*`, { callback: (err, msg) => (err ? undefined : this.onAck(msg)) });
+    this.sub = nc?.subscribe(`${this.inbox}.*`, {
+      callback: (err, msg) => (err ? undefined : this.onAck(msg)),
+    });
   }
 
   publish(row: LedgerCall): void {
@@ -164,6 +173,17 @@ export class LedgerSink {
     }
     if (this.pending.size === 0) return;
     await new Promise<void>((resolve) => this.waiters.push(resolve));
+  }
+
+  /**
+   * Flush, then drop the ack subscription. Shims that share one connection (the sim backend runs thousands in one
+   * process) would otherwise each leave a subscription behind.
+   */
+  async close(): Promise<void> {
+    await this.flush();
+    this.sub?.unsubscribe();
+    if (this.sweeper) clearInterval(this.sweeper);
+    this.sweeper = undefined;
   }
 }
 

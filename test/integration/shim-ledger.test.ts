@@ -1,7 +1,8 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import Anthropic from "@anthropic-ai/sdk";
-import { readLedger, startRig, sum } from "./shim-fixture.js";
+import { startShim } from "../../shim/proxy/index.js";
+import { RUN_KEY, readLedger, startRig, sum } from "./shim-fixture.js";
 
 test("ledger rows survive a nats-server restart mid-session: every row lands exactly once", {
   timeout: 100_000,
@@ -33,6 +34,43 @@ test("ledger rows survive a nats-server restart mid-session: every row lands exa
       rig.provider.bill().total.costNanoUsd,
     );
     assert.ok(whileDownMs < 5_000, `calls took ${whileDownMs} ms while NATS was down`);
+  } finally {
+    await rig.close();
+  }
+});
+
+test("shims that share one connection leave no subscription behind when they close", {
+  timeout: 60_000,
+}, async () => {
+  const rig = await startRig({ run: "shared" });
+  try {
+    rig.provider.setScenario({ text: "ok", usage: { input: 10, output: 2 } });
+    // The sim backend runs thousands of shims on one NATS connection; each must release what it took.
+    const subs = () =>
+      (
+        rig.nc as unknown as { protocol: { subscriptions: { size(): number } } }
+      ).protocol.subscriptions.size();
+    const before = subs();
+    for (let i = 0; i < 20; i++) {
+      const shim = await startShim({
+        upstream: rig.provider.url,
+        run: "shared",
+        cell: `cell-${i}`,
+        attempt: 1,
+        providerKey: RUN_KEY,
+        nc: rig.nc,
+      });
+      const client = new Anthropic({ baseURL: shim.url, apiKey: "dummy", maxRetries: 0 });
+      await client.messages.create({
+        model: "claude-haiku-4-5",
+        max_tokens: 10,
+        messages: [{ role: "user", content: "x" }],
+      });
+      await shim.close();
+    }
+    assert.equal(subs(), before);
+    const rows = await readLedger(rig.nc, "shared");
+    assert.equal(rows.length, 20);
   } finally {
     await rig.close();
   }
