@@ -237,7 +237,7 @@ describe(`store migrations (${process.env.DATABASE_URL ? "postgres" : "pglite"})
     if (url) {
       const s = await openDb({ url, schema: "ef_schema_probe" });
       try {
-        assert.deepEqual((await migrate(s)).applied, [1, 2]);
+        assert.deepEqual((await migrate(s)).applied, [1, 2, 3]);
         const r = await s.query<{ schema: string }>(
           "SELECT relnamespace::regnamespace::text AS schema FROM pg_class WHERE oid = 'run_results'::regclass",
         );
@@ -253,7 +253,7 @@ describe(`store migrations (${process.env.DATABASE_URL ? "postgres" : "pglite"})
     const dir = await mkdtemp(join(tmpdir(), "ef-pglite-"));
     try {
       const a = await openDb({ dataDir: dir });
-      assert.deepEqual((await migrate(a)).applied, [1, 2]);
+      assert.deepEqual((await migrate(a)).applied, [1, 2, 3]);
       await a.query("INSERT INTO run_state (run_name, cell_id, status) VALUES ('r', 'c', 'completed')");
       await a.close();
       const b = await openDb({ dataDir: dir });
