@@ -6,10 +6,11 @@
  * from attempt finish (the result's finishedAt) to durable row is measured in the results-writer: its database
  * handle is wrapped, and the commit of each transaction that inserts run_results stamps the cells it carried.
  *
- * Metered calls: BENCH_CALLS (default 0 = synthetic usage). A real shim per attempt holds a listening socket plus
- * a harness and an upstream connection, three to four descriptors per attempt in this process, and the descriptor
- * hard limit here is 20,000 (not raisable without CAP_SYS_RESOURCE), so 20,000 real shims at once cannot be held
- * in one process. Set BENCH_CALLS=N (a call every think/(N+1) s) with BENCH_ATTEMPTS ≤ ~4,000 to run real shims.
+ * Metered calls: BENCH_CALLS (default 0 = synthetic usage). With BENCH_CALLS=N each attempt makes N real calls (a
+ * call every think/(N+1) s) through its own real shim to a scripted provider, and the ledger rows go through NATS
+ * to the results-writer like in production. A real shim costs ~5 descriptors in the process hosting it and this
+ * machine's hard limit is 20,000 per process, so the attempts are hosted by BENCH_WORKERS worker processes
+ * (default one per 2,500 attempts; bench/sim-workers.ts) driven by the dispatcher through the LaunchBackend API.
  * The whole bench stops by itself (deadline BENCH_DEADLINE_S, default 540 s). Last line: one JSON object.
  */
 import { mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
@@ -17,6 +18,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { startDispatcher } from "../actors/dispatcher/actor.js";
 import { SimBackend } from "../actors/dispatcher/backends/sim.js";
+import type { JobRef, LaunchBackend } from "../actors/dispatcher/backends/types.js";
 import { startPlanner } from "../actors/planner/actor.js";
 import { startResultsWriter } from "../actors/results-writer/actor.js";
 import type { Actor } from "../actors/runtime/actor.js";
@@ -26,11 +28,14 @@ import { ProgressKeys, Subjects } from "../protocol/subjects.js";
 import type { Db } from "../store/db.js";
 import { freshDb } from "../test/helpers/db.js";
 import { startNats } from "../test/helpers/nats.js";
+import { ForkedSimBackend, rssMbOf, thinkMsFor } from "./sim-workers.js";
 
 const ATTEMPTS = Number(process.env.BENCH_ATTEMPTS ?? "20000");
 const THINK_S = Number(process.env.BENCH_THINK_S ?? "40");
 const CALLS = Number(process.env.BENCH_CALLS ?? "0");
 const DEADLINE_S = Number(process.env.BENCH_DEADLINE_S ?? "540");
+/** worker processes hosting the real shims (BENCH_CALLS > 0): ~2,500 attempts each keeps each under its fd limit */
+const WORKERS = Number(process.env.BENCH_WORKERS ?? Math.max(1, Math.ceil(ATTEMPTS / 2_500)));
 const HARNESSES = 5;
 const MODELS = 2;
 const REPEATS = 2;
@@ -119,6 +124,8 @@ interface Sample {
   rssMb: number;
   heapMb: number;
   msgsPerS: number;
+  /** RSS of the sim worker processes together (real shims) */
+  workersRssMb: number;
 }
 
 async function main() {
@@ -127,7 +134,8 @@ async function main() {
   const lib = await mkdtemp(join(tmpdir(), "ef-bench-scale-lib-"));
   const planes: Plane[] = [];
   const actors: Actor[] = [];
-  let backend: SimBackend | undefined;
+  let backend: LaunchBackend | undefined;
+  let forked: ForkedSimBackend | undefined;
   const started0 = Date.now();
   try {
     for (let i = 0; i < TASKS; i++)
@@ -173,35 +181,54 @@ async function main() {
 
     actors.push(await startPlanner({ plane: await plane("planner"), db: store.db, log }));
     const dp = await plane("dispatcher");
-    backend = new SimBackend({
-      plane: dp,
-      calls: CALLS,
-      thinkMs: (ref) => {
-        if (ref.runName === run) {
-          launched++;
-          cellIds.add(ref.cellId);
-        }
-        // ±15 % around THINK_S, fixed per cell
-        let h = 0;
-        for (const ch of ref.cellId) h = (h * 31 + ch.charCodeAt(0)) >>> 0;
-        return Math.round(THINK_S * 1000 * (0.85 + 0.3 * ((h % 1000) / 1000)));
-      },
-      mix: { PATCH_READY: 95, EMPTY_PATCH: 5 },
-      usagePerCall: { input: 1_000, output: 100 },
-      ...(CALLS === 0
-        ? {
-            syntheticUsage: {
-              inputTokens: 10_000,
-              outputTokens: 1_000,
-              cacheReadTokens: 0,
-              cacheWriteTokens: 0,
-              reasoningTokens: 0,
-              costNanoUsd: 45_000_000,
-              calls: 10,
-            },
-          }
-        : {}),
-    });
+    const mix = { PATCH_READY: 95, EMPTY_PATCH: 5 };
+    const usagePerCall = { input: 1_000, output: 100 };
+    const count = (ref: JobRef) => {
+      if (ref.runName === run) {
+        launched++;
+        cellIds.add(ref.cellId);
+      }
+    };
+    if (CALLS > 0) {
+      // Real shims need ~5 descriptors per attempt: spread them over worker processes (see sim-workers.ts).
+      forked = await ForkedSimBackend.start(WORKERS, nats.url, {
+        calls: CALLS,
+        thinkS: THINK_S,
+        usagePerCall,
+        mix,
+      });
+      const f = forked;
+      backend = {
+        name: f.name,
+        async launch(refs) {
+          for (const r of refs) count(r);
+          return await f.launch(refs);
+        },
+        observe: (h) => f.observe(h),
+        stop: (h, why) => f.stop(h, why),
+        close: () => f.close(),
+      };
+    } else {
+      backend = new SimBackend({
+        plane: dp,
+        calls: 0,
+        thinkMs: (ref) => {
+          count(ref);
+          return thinkMsFor(ref.cellId, THINK_S);
+        },
+        mix,
+        usagePerCall,
+        syntheticUsage: {
+          inputTokens: 10_000,
+          outputTokens: 1_000,
+          cacheReadTokens: 0,
+          cacheWriteTokens: 0,
+          reasoningTokens: 0,
+          costNanoUsd: 45_000_000,
+          calls: 10,
+        },
+      });
+    }
     const dispatcher = await startDispatcher({ plane: dp, db: store.db, log, backend });
     actors.push(dispatcher);
     const writerDb = stampingDb(
@@ -245,6 +272,14 @@ async function main() {
       }),
     );
 
+    const workerPids = forked?.pids() ?? [];
+    const workersCpuS = async () => {
+      let sum = 0;
+      for (const pid of workerPids) sum += await procCpuS(pid);
+      return sum;
+    };
+    const workers0 = await workersCpuS();
+    let peakWorkersRss = 0;
     const samples: Sample[] = [];
     let lastSeqs = total(seqs0);
     let lastT = t0;
@@ -268,7 +303,10 @@ async function main() {
         rssMb: mem.rss / 2 ** 20,
         heapMb: mem.heapUsed / 2 ** 20,
         msgsPerS: (seqs - lastSeqs) / ((now - lastT) / 1000),
+        workersRssMb: 0,
       };
+      for (const pid of workerPids) s.workersRssMb += await rssMbOf(pid);
+      peakWorkersRss = Math.max(peakWorkersRss, s.workersRssMb);
       lastSeqs = seqs;
       lastT = now;
       samples.push(s);
@@ -280,7 +318,7 @@ async function main() {
       peakRss = Math.max(peakRss, s.rssMb);
       peakHeap = Math.max(peakHeap, s.heapMb);
       console.log(
-        `t=${s.t.toFixed(0).padStart(3)} s  in flight ${String(inFlight).padStart(5)}  launched ${launched}  finished ${finished}  durable ${latencies.length}  rss ${s.rssMb.toFixed(0)} MB  heap ${s.heapMb.toFixed(0)} MB  ${s.msgsPerS.toFixed(0)} JetStream msg/s`,
+        `t=${s.t.toFixed(0).padStart(3)} s  in flight ${String(inFlight).padStart(5)}  launched ${launched}  finished ${finished}  durable ${latencies.length}  rss ${s.rssMb.toFixed(0)} MB  heap ${s.heapMb.toFixed(0)} MB${workerPids.length ? `  workers rss ${s.workersRssMb.toFixed(0)} MB` : ""}  ${s.msgsPerS.toFixed(0)} JetStream msg/s`,
       );
       const e = await client.kv.progress.get(ProgressKeys.run(run));
       phase = e && e.length > 0 ? e.json<{ phase: string }>().phase : "";
@@ -294,6 +332,7 @@ async function main() {
     const cpu = process.cpuUsage(cpu0);
     const nodeCpuS = (cpu.user + cpu.system) / 1e6;
     const natsCpuS = (await procCpuS(natsPid)) - nats0;
+    const simWorkersCpuS = (await workersCpuS()) - workers0;
     const machineS = (await machineCpuS()) - m0;
     const seqs1 = await streamSeqs(client);
     const perStream: Record<string, number> = {};
@@ -311,14 +350,26 @@ async function main() {
         )
       ).rows[0]?.n ?? 0,
     );
+    // Every try at a call is its own ledger row; the breakdown says what any rows beyond attempts × calls were.
+    const ledgerByStatus: Record<string, number> = {};
+    for (const r of (
+      await store.db.query<{ status: string; retried: boolean; n: number }>(
+        `SELECT status, COALESCE(retries, 0) > 0 AS retried, count(*)::int AS n
+           FROM ledger_calls WHERE run_name = $1 GROUP BY 1, 2 ORDER BY 1, 2`,
+        [run],
+      )
+    ).rows)
+      ledgerByStatus[`${r.status}${r.retried ? " (retry)" : ""}`] = r.n;
+    const ledgerRows = Object.values(ledgerByStatus).reduce((a, b) => a + b, 0);
     const lat = [...latencies].sort((a, b) => a - b);
     const held = samples.filter((x) => x.inFlight >= 0.95 * ATTEMPTS);
     const rssHeld = held.length ? Math.max(...held.map((x) => x.rssMb)) : peakRss;
     const heapHeld = held.length ? Math.max(...held.map((x) => x.heapMb)) : peakHeap;
+    const workersRssHeld = held.length ? Math.max(...held.map((x) => x.workersRssMb)) : peakWorkersRss;
     const mode =
       CALLS > 0
         ? `${CALLS} metered calls per attempt through a real shim (one every ${(THINK_S / (CALLS + 1)).toFixed(1)} s)`
-        : "calls: 0 + syntheticUsage (20,000 real shims exceed this machine's 20,000-descriptor hard limit)";
+        : "calls: 0 + syntheticUsage (no shims: attempts report fixed usage)";
     console.log(
       `db ${store.db.kind}; ${ATTEMPTS} attempts of ~${THINK_S} s each; sim: ${mode}; run ${phase} after ${elapsedS.toFixed(1)} s`,
     );
@@ -326,10 +377,10 @@ async function main() {
       `in flight: peak ${peakInFlight} at t=${peakAt.toFixed(0)} s${fullAt === null ? "" : `, all ${ATTEMPTS} in flight from t=${fullAt.toFixed(0)} s`}; ${rows} durable rows`,
     );
     console.log(
-      `memory (this process: planner + dispatcher + sim + results-writer): peak RSS ${peakRss.toFixed(0)} MB, peak heap ${peakHeap.toFixed(0)} MB; while ≥95 % in flight: RSS ${rssHeld.toFixed(0)} MB, heap ${heapHeld.toFixed(0)} MB`,
+      `memory (this process: planner + dispatcher + sim + results-writer): peak RSS ${peakRss.toFixed(0)} MB, peak heap ${peakHeap.toFixed(0)} MB; while ≥95 % in flight: RSS ${rssHeld.toFixed(0)} MB, heap ${heapHeld.toFixed(0)} MB${workerPids.length ? `; ${workerPids.length} sim workers (the harnesses and their shims): peak RSS ${peakWorkersRss.toFixed(0)} MB together, ${workersRssHeld.toFixed(0)} MB while ≥95 % in flight` : ""}`,
     );
     console.log(
-      `CPU over ${elapsedS.toFixed(0)} s: this process ${nodeCpuS.toFixed(1)} s (${((100 * nodeCpuS) / elapsedS).toFixed(0)} % of a core), nats-server ${natsCpuS.toFixed(1)} s (${((100 * natsCpuS) / elapsedS).toFixed(0)} %), machine ${machineS.toFixed(1)} s of ${(2 * elapsedS).toFixed(0)}`,
+      `CPU over ${elapsedS.toFixed(0)} s: this process ${nodeCpuS.toFixed(1)} s (${((100 * nodeCpuS) / elapsedS).toFixed(0)} % of a core), nats-server ${natsCpuS.toFixed(1)} s (${((100 * natsCpuS) / elapsedS).toFixed(0)} %),${workerPids.length ? ` sim workers ${simWorkersCpuS.toFixed(1)} s (${((100 * simWorkersCpuS) / elapsedS).toFixed(0)} %),` : ""} machine ${machineS.toFixed(1)} s of ${(2 * elapsedS).toFixed(0)}`,
     );
     console.log(
       `JetStream: ${msgs} messages, ${(msgs / elapsedS).toFixed(0)} msg/s average, ${Math.max(...samples.map((x) => x.msgsPerS)).toFixed(0)} peak (2 s window); ${Object.entries(
@@ -341,6 +392,14 @@ async function main() {
     console.log(
       `attempt results published on attempts.> (seen by a core subscriber): ${published} for ${finished} attempts`,
     );
+    if (CALLS > 0)
+      console.log(
+        `ledger: ${ledgerRows} rows for ${rows} attempts × ${CALLS} calls = ${rows * CALLS}; by status: ${Object.entries(
+          ledgerByStatus,
+        )
+          .map(([k, v]) => `${k} ${v}`)
+          .join(", ")}`,
+      );
     console.log(
       `attempt finish → durable row (${lat.length} attempts): p50 ${pct(lat, 50)} ms, p90 ${pct(lat, 90)} ms, p99 ${pct(lat, 99)} ms, max ${lat.at(-1) ?? Number.NaN} ms`,
     );
@@ -359,11 +418,17 @@ async function main() {
         peak_heap_mb: Math.round(peakHeap),
         cpu_s_node: Number(nodeCpuS.toFixed(1)),
         cpu_s_nats: Number(natsCpuS.toFixed(1)),
+        sim_workers: workerPids.length,
+        sim_workers_cpu_s: Number(simWorkersCpuS.toFixed(1)),
+        sim_workers_peak_rss_mb: Math.round(peakWorkersRss),
+        sim_workers_rss_held_mb: Math.round(workersRssHeld),
         cpu_s_machine: Number(machineS.toFixed(1)),
         jetstream_msgs: msgs,
         jetstream_msgs_per_s: Math.round(msgs / elapsedS),
         jetstream_msgs_per_stream: perStream,
         attempt_result_publishes: published,
+        ledger_rows: ledgerRows,
+        ledger_rows_by_status: ledgerByStatus,
         finish_to_row_ms_p50: pct(lat, 50),
         finish_to_row_ms_p99: pct(lat, 99),
         finish_to_row_ms_max: lat.at(-1) ?? null,
