@@ -169,7 +169,8 @@ export async function runTask(ref: TaskRef, opts: RunTaskOptions = {}): Promise<
       // The attempt's caps hold across its sessions: each phase gets what the earlier ones left.
       const budget = job.config.max_cost_usd === undefined ? null : usdToNanoUsd(job.config.max_cost_usd);
       const maxTurns = job.config.max_turns ?? null;
-      const deadline = startedAt.getTime() + (opts.timeoutMs ?? job.config.timeout_seconds * 1000);
+      // The timeout is the harness's: it starts once the workdir is ready, so a slow clone does not eat into it.
+      const deadline = Date.now() + (opts.timeoutMs ?? job.config.timeout_seconds * 1000);
       const sessions = planSessions(job);
       multiPhase = sessions.some((s) => s.phase !== null);
       for (const [i, spec] of sessions.entries()) {
