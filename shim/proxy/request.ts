@@ -34,7 +34,10 @@ export interface CallRequest {
   /** the shim added stream_options.include_usage, so the extra usage chunk is hidden from the client */
   hideUsage: boolean;
   clampedMaxTokens: number | null;
+  /** the body was rewritten: send JSON.stringify(body) */
   modified: boolean;
+  /** only stream_options.include_usage was added, and the request had no stream_options: splice it into the bytes */
+  spliceUsage: boolean;
   raw: Buffer;
 }
 
@@ -65,15 +68,20 @@ export function parseCall(route: Route, raw: Buffer): CallRequest | string {
     hideUsage: false,
     clampedMaxTokens: null,
     modified: false,
+    spliceUsage: false,
     raw,
   };
   // Chat streams report usage only when asked; ask, and remember to hide the answer from a client that did not.
   if (route.endpoint === "chat_completions" && stream) {
     const so = isRecord(body.stream_options) ? body.stream_options : undefined;
     if (so?.include_usage !== true) {
+      const absent = !Object.hasOwn(body, "stream_options");
       body.stream_options = { ...(so ?? {}), include_usage: true };
       call.hideUsage = true;
-      call.modified = true;
+      // No stream_options at all (the usual case): the field goes in front of the original bytes, sparing a
+      // re-serialisation of what can be a few hundred KB of conversation on every call.
+      if (absent) call.spliceUsage = true;
+      else call.modified = true;
     }
   }
   return call;
@@ -102,9 +110,17 @@ export function clamp(call: CallRequest, n: number): void {
   }
 }
 
+const USAGE_FIELD = Buffer.from('"stream_options":{"include_usage":true},');
+
 /** The bytes to send upstream: the original ones unless the request was rewritten. */
 export function upstreamBody(call: CallRequest): Buffer {
-  return call.modified ? Buffer.from(JSON.stringify(call.body), "utf8") : call.raw;
+  if (call.modified) return Buffer.from(JSON.stringify(call.body), "utf8");
+  if (!call.spliceUsage) return call.raw;
+  // The body parsed as an object holding "stream": true, so its first non-blank byte is "{" and a member follows.
+  const raw = call.raw;
+  let i = 0;
+  while (i < raw.length && raw[i] !== 0x7b) i++;
+  return Buffer.concat([raw.subarray(0, i + 1), USAGE_FIELD, raw.subarray(i + 1)]);
 }
 
 /** Input-token estimate from the bytes sent (the scripted provider bills a cut OpenAI stream the same way). */
