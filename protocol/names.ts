@@ -46,6 +46,8 @@ export const NAME_PATTERN = /^(?![.-])(?!.*\.\.)[A-Za-z0-9_.:@+-]{1,128}$/;
 export function nameProblem(name: string): string | undefined {
   if (name.length === 0) return "must not be empty";
   if (name.length > 128) return `is ${name.length} characters long; the limit is 128`;
+  // Names key plain objects all over (prices, aliases, report groups): `__proto__` would set a prototype.
+  if (name in Object.prototype) return "is reserved (a JavaScript object property name); choose another";
   if (NAME_PATTERN.test(name)) return undefined;
   if (name.includes("..")) return "must not contain '..'";
   if (/^[.-]/.test(name)) return "must not start with '.' or '-'";
