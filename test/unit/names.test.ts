@@ -270,7 +270,7 @@ describe("every place a name becomes a subject, key, object name, path or contai
   it("a task's NATS user and inbox are single tokens, and its permissions name only its own subjects", () => {
     fc.assert(
       fc.property(anyName(), anyName(), attempt, anyName(), (run, cell, n, pool) => {
-        const t = { run, cell, attempt: n, pool };
+        const t = { run, cell, attempt: n, pool, task: cell };
         assert.match(taskInboxPrefix(t), /^[A-Za-z0-9_-]+$/);
         const perms = taskPermissions(t);
         for (const s of perms.publish.allow) assert.ok(!/[*>]/.test(s), s);
