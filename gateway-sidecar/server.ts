@@ -112,8 +112,10 @@ export async function startGateway(opts: GatewayOptions): Promise<Gateway> {
     capCache.set(run, { atMs: Date.now(), cap });
     return cap;
   };
+  // Own keys only: the alias is whatever model name the caller sent (`constructor` included).
   const aliasFor = async (alias: string): Promise<AliasDef | undefined> =>
-    opts.aliases?.[alias] ?? (opts.resolveAlias ? await opts.resolveAlias(alias) : undefined);
+    (opts.aliases && Object.hasOwn(opts.aliases, alias) ? opts.aliases[alias] : undefined) ??
+    (opts.resolveAlias ? await opts.resolveAlias(alias) : undefined);
 
   // Calls being handled, including their spend-log write after the answer: close() waits for these.
   const handlers = new Set<Promise<void>>();

@@ -133,6 +133,36 @@ export const TestList = z.preprocess((v) => {
   }
 }, z.array(z.string()));
 
+/**
+ * Task fields that become paths, git arguments, shell words and image references. Each alphabet is what real
+ * SWE-bench records use and keeps the value one word that cannot start an option (`-`) or climb a folder (`..`).
+ */
+const RepoName = z
+  .string()
+  .regex(
+    /^(?!-)(?!\.{1,2}\/)[A-Za-z0-9_.-]{1,100}\/(?!-)(?!\.{1,2}$)[A-Za-z0-9_.-]{1,100}$/,
+    "must be owner/name (letters, digits, _ . -), as in SWE-bench records",
+  );
+const GitRev = z
+  .string()
+  .regex(
+    /^(?!.*\.\.)[A-Za-z0-9][A-Za-z0-9_./-]{0,254}$/,
+    "must be a commit id, tag or branch (letters, digits, _ . / -, not starting with '-', no '..')",
+  );
+const ImageRef = z
+  .string()
+  .regex(
+    /^[A-Za-z0-9][A-Za-z0-9_./:@+-]{0,511}$/,
+    "must be an image reference like registry/name:tag or name@sha256:<digest>",
+  );
+const RepoPath = z
+  .string()
+  .min(1)
+  .refine(
+    (p) => !/^([/\\]|[A-Za-z]:)/.test(p) && !p.split(/[/\\]/).includes("..") && !/[\x00-\x1f]/.test(p),
+    "must be a folder inside the task library: a relative path without '..'",
+  );
+
 export const TRACKS = ["swe", "open_ended", "multi_phase"] as const;
 export type Track = (typeof TRACKS)[number];
 
@@ -151,23 +181,23 @@ export const TaskSpecSchema = z
   .object({
     id: Name,
     track: z.enum(TRACKS).default("swe"),
-    repo: z.string().min(1).optional(),
-    base_commit: z.string().min(1).optional(),
+    repo: RepoName.optional(),
+    base_commit: GitRev.optional(),
     problem_statement: z.string().default(""),
     FAIL_TO_PASS: TestList.default([]),
     PASS_TO_PASS: TestList.default([]),
     test_patch: z.string().default(""),
     patch: z.string().default(""),
     version: z.union([z.string(), z.number().transform(String)]).nullish(),
-    image: z.string().optional(),
+    image: ImageRef.optional(),
     phases: z.array(PhaseSchema).optional(),
     rubric: z.string().optional(),
     /** A folder (relative to the task file) holding the repository's files, for tasks shipped with evalfleet. */
-    repo_path: z.string().optional(),
+    repo_path: RepoPath.optional(),
     /** The command that runs the task's tests in a local checkout (local grading backend). */
     test_command: z.string().optional(),
-    instance_id: z.string().optional(),
-    environment_setup_commit: z.string().optional(),
+    instance_id: Name.optional(),
+    environment_setup_commit: GitRev.optional(),
     hints_text: z.string().optional(),
     created_at: z.string().optional(),
   })

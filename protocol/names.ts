@@ -4,6 +4,8 @@
  * it is validated where it enters (the run config) and encoded where it becomes a token.
  */
 
+import { ErrorCode, EvalfleetError } from "./errors.js";
+
 const TOKEN_SAFE = /^[A-Za-z0-9_-]$/;
 
 /**
@@ -19,8 +21,19 @@ export function encodeToken(name: string): string {
       for (const byte of Buffer.from(ch, "utf8"))
         out += `=${byte.toString(16).toUpperCase().padStart(2, "0")}`;
   }
-  if (out.length === 0) throw new Error("cannot encode an empty name as a token");
+  if (out.length === 0)
+    throw new EvalfleetError(ErrorCode.InvalidMessage, "cannot encode an empty name as a token");
   return out;
+}
+
+/**
+ * An attempt number as one token / path segment: `1.5`, `-1` or `NaN` would split or bend a subject, a key, an
+ * object name or a folder.
+ */
+export function attemptToken(attempt: number): string {
+  if (!Number.isSafeInteger(attempt) || attempt < 0)
+    throw new EvalfleetError(ErrorCode.InvalidMessage, `attempt ${attempt} is not a non-negative integer`);
+  return String(attempt);
 }
 
 /** Inverse of encodeToken. */
@@ -46,6 +59,8 @@ export const NAME_PATTERN = /^(?![.-])(?!.*\.\.)[A-Za-z0-9_.:@+-]{1,128}$/;
 export function nameProblem(name: string): string | undefined {
   if (name.length === 0) return "must not be empty";
   if (name.length > 128) return `is ${name.length} characters long; the limit is 128`;
+  // Names key plain objects all over (prices, aliases, report groups): `__proto__` would set a prototype.
+  if (name in Object.prototype) return "is reserved (a JavaScript object property name); choose another";
   if (NAME_PATTERN.test(name)) return undefined;
   if (name.includes("..")) return "must not contain '..'";
   if (/^[.-]/.test(name)) return "must not start with '.' or '-'";
@@ -63,9 +78,10 @@ export function safeSlug(name: string, maxLength = 120): string {
     .replace(/[^A-Za-z0-9_.-]/g, "_")
     .replace(/\.{2,}/g, "_")
     .replace(/^[.-]+/, "_");
-  if (cleaned === name && cleaned.length <= maxLength) return cleaned;
+  if (cleaned.length > 0 && cleaned === name && cleaned.length <= maxLength) return cleaned;
   const hash = fnv1a(name).toString(16).padStart(8, "0");
-  return `${cleaned.slice(0, maxLength - 9)}-${hash}`;
+  // Never empty (it would collapse a folder level) and never starting with `-` (an option to a CLI).
+  return `${cleaned.slice(0, maxLength - 9) || "_"}-${hash}`;
 }
 
 function fnv1a(s: string): number {

@@ -1,4 +1,4 @@
-import { encodeToken } from "./names.js";
+import { attemptToken, encodeToken } from "./names.js";
 
 /**
  * Every subject evalfleet uses, defined once: a wildcard for consumers and stream definitions, and a builder that
@@ -44,7 +44,7 @@ export const Subjects = {
   },
   /** Session-ending signal to one attempt's task entrypoint (cap reached, cancel). */
   attemptSignal: (run: string, cell: string, attempt: number) =>
-    `signal.${encodeToken(run)}.${encodeToken(cell)}.${attempt}`,
+    `signal.${encodeToken(run)}.${encodeToken(cell)}.${attemptToken(attempt)}`,
 } as const;
 
 export type ControlVerb = "drain" | "cancel" | "resume";
@@ -71,7 +71,7 @@ export const StateKeys = {
   control: (run: string) => `run.${encodeToken(run)}`,
   /** `budgets` bucket: the dispatcher's claim of one attempt (created once; a second create fails). */
   claim: (run: string, cell: string, attempt: number) =>
-    `claim.${encodeToken(run)}.${encodeToken(cell)}.${attempt}`,
+    `claim.${encodeToken(run)}.${encodeToken(cell)}.${attemptToken(attempt)}`,
   /** `budgets` bucket: which generation and attempt of a cell the dispatcher launched last, and whether it ended. */
   cellLaunch: (run: string, cell: string) => `cell.${encodeToken(run)}.${encodeToken(cell)}`,
   pacerPool: (pool: string) => `pool.${encodeToken(pool)}`,
@@ -84,7 +84,7 @@ export const BlobNames = {
     cell: string,
     attempt: number,
     file: "patch.diff" | "trajectory.jsonl" | "stdout.txt" | "stderr.txt" | "test_output.txt",
-  ) => `${encodeToken(run)}/${encodeToken(cell)}/${attempt}/${file}`,
+  ) => `${encodeToken(run)}/${encodeToken(cell)}/${attemptToken(attempt)}/${file}`,
 } as const;
 
 /** The pool an attempt draws admission from: one (harness, model) pair, i.e. one alias. */

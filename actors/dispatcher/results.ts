@@ -25,7 +25,7 @@ export const ZERO_USAGE: Usage = {
   calls: 0,
 };
 
-/** An AttemptResult with everything not given empty. stdout / stderr are redacted and cut to the last 50 KB. */
+/** An AttemptResult with everything not given empty. Output and error are redacted and cut to the last 50 KB. */
 export function makeAttemptResult(
   ref: { runName: string; cellId: string; attempt: number },
   status: AttemptStatus,
@@ -49,7 +49,7 @@ export function makeAttemptResult(
     trajectoryRef: opts.trajectoryRef ?? null,
     stdout: sanitizeOutput(opts.stdout ?? ""),
     stderr: sanitizeOutput(opts.stderr ?? ""),
-    errorMessage: opts.errorMessage ?? null,
+    errorMessage: opts.errorMessage == null ? null : sanitizeOutput(opts.errorMessage),
     harnessReportedCostNanoUsd: opts.harnessReportedCostNanoUsd ?? null,
     startedAt,
     finishedAt,

@@ -15,6 +15,7 @@ import {
   type GradeResult,
   GradeResultSchema,
 } from "../../protocol/messages.js";
+import { redactSecrets, secretsFromEnv } from "../../protocol/redact.js";
 import { BlobNames, StateKeys, Subjects } from "../../protocol/subjects.js";
 import { Consumers } from "../../protocol/topology.js";
 import type { Db } from "../../store/db.js";
@@ -116,9 +117,10 @@ function keyOf(job: GradeJob): { run: string; cellId: string; attempt: number } 
 }
 
 export async function publishResult(plane: Plane, result: GradeResult): Promise<void> {
+  const error = result.error === null ? null : redactSecrets(result.error, secretsFromEnv());
   await plane.js.publish(
     Subjects.gradeResults.one(result.run),
-    encodeJson(GradeResultSchema, result, "grade result"),
+    encodeJson(GradeResultSchema, { ...result, error }, "grade result"),
     {
       msgID: `${result.run}/${result.cellId}/${result.attempt}/grade`,
     },

@@ -2,7 +2,7 @@ import { readdir, readFile } from "node:fs/promises";
 import { extname, isAbsolute, join, resolve } from "node:path";
 import { parse as parseYaml } from "yaml";
 import { type RunConfig, type TaskSpec, TaskSpecSchema } from "../../protocol/config.js";
-import { zodIssues } from "../../protocol/decode.js";
+import { documentIssues, zodIssues } from "../../protocol/decode.js";
 import { ErrorCode, type Issue, ValidationError } from "../../protocol/errors.js";
 
 const TASK_FILE = /\.(ya?ml|json)$/i;
@@ -38,7 +38,8 @@ export async function loadTaskLibrary(dir: string): Promise<TaskLibrary> {
     let raw: unknown;
     try {
       const text = await readFile(file, "utf8");
-      raw = extname(name).toLowerCase() === ".json" ? JSON.parse(text) : parseYaml(text);
+      raw =
+        extname(name).toLowerCase() === ".json" ? JSON.parse(text) : parseYaml(text, { logLevel: "error" });
     } catch (err) {
       issues.push({
         path: name,
@@ -46,9 +47,12 @@ export async function loadTaskLibrary(dir: string): Promise<TaskLibrary> {
       });
       continue;
     }
+    // A spec passes its extra fields through to the jobs bucket as JSON: nothing too deep or self-referential.
+    const shape = documentIssues(raw);
     const r = TaskSpecSchema.safeParse(raw);
-    if (!r.success) {
-      for (const i of zodIssues(r.error)) issues.push({ path: `${name}:${i.path}`, reason: i.reason });
+    if (!r.success || shape.length > 0) {
+      for (const i of [...shape, ...(r.success ? [] : zodIssues(r.error))])
+        issues.push({ path: `${name}:${i.path}`, reason: i.reason });
       continue;
     }
     const prev = files.get(r.data.id);

@@ -5,7 +5,7 @@ import {
   type RunConfig,
   type TaskSpec,
 } from "../../protocol/config.js";
-import { ErrorCode, EvalfleetError } from "../../protocol/errors.js";
+import { ErrorCode, EvalfleetError, type Issue, ValidationError } from "../../protocol/errors.js";
 import { poolId } from "../../protocol/subjects.js";
 import { nanoToNumber, usdToNano } from "../../store/money.js";
 
@@ -90,7 +90,41 @@ export function buildMatrix(config: RunConfig, tasks: readonly TaskSpec[]): Cell
       }
     }
   }
+  assertDistinctCellIds(config, cells);
   return cells;
+}
+
+/**
+ * Names may contain `__`, so two different cells can join to one id (harness `a__b` × model `c` and harness `a`
+ * × model `b__c`). They would share a row, a job key and a message id, and one would silently never run: refuse.
+ */
+function assertDistinctCellIds(config: RunConfig, cells: readonly Cell[]): void {
+  const first = new Map<string, Cell>();
+  const issues: Issue[] = [];
+  for (const c of cells) {
+    const prev = first.get(c.cellId);
+    if (!prev) {
+      first.set(c.cellId, c);
+      continue;
+    }
+    const path =
+      prev.harness !== c.harness
+        ? `harnesses[${config.harnesses.indexOf(c.harness)}].name`
+        : prev.model !== c.model
+          ? `models[${config.models.indexOf(c.model)}].name`
+          : prev.reviewModel !== c.reviewModel && c.reviewModel
+            ? `models[${config.models.indexOf(c.reviewModel)}].name`
+            : "tasks";
+    const what = (x: Cell) =>
+      `${x.harness.name} × ${x.model.name}${x.reviewModel ? ` (review ${x.reviewModel.name})` : ""} × ${x.task.id}`;
+    issues.push({
+      path,
+      reason: `${what(prev)} and ${what(c)} both make cell id ${c.cellId}; rename one so the names joined with '__' differ`,
+    });
+    if (issues.length >= 10) break;
+  }
+  if (issues.length > 0)
+    throw new ValidationError(ErrorCode.MatrixInvalid, "two cells of the matrix would share one id", issues);
 }
 
 function makeCell(

@@ -1,14 +1,18 @@
 import { parse as parseYaml } from "yaml";
 import { type RunConfig, RunConfigSchema, type TaskSpec } from "../../protocol/config.js";
-import { zodIssues } from "../../protocol/decode.js";
+import { documentIssues, zodIssues } from "../../protocol/decode.js";
 import { ErrorCode, EvalfleetError, type Issue, ValidationError } from "../../protocol/errors.js";
+import { hasSecret, redactSecrets } from "../../protocol/redact.js";
 import { libraryDir, loadTaskLibrary, selectTasks } from "./library.js";
 import { buildMatrix, type Cell } from "./matrix.js";
 
 /** Submissions larger than this are refused before parsing (the stream itself takes up to 1 MiB). */
 export const MAX_SUBMISSION_BYTES = 256 * 1024;
 
-/** A submission that could not become a plan: the name (when one could be read) and every problem. */
+/**
+ * A submission that could not become a plan: the name (when one could be read) and every problem. It is published
+ * and kept in KV, so nothing of the submission it quotes may carry a secret.
+ */
 export class Rejection extends ValidationError {
   constructor(
     readonly runName: string | undefined,
@@ -16,20 +20,36 @@ export class Rejection extends ValidationError {
     issues: Issue[],
     code: (typeof ErrorCode)[keyof typeof ErrorCode] = ErrorCode.InvalidConfig,
   ) {
-    super(code, message, issues);
+    super(
+      code,
+      redactSecrets(message),
+      issues.map((i) => ({ path: redactSecrets(i.path), reason: redactSecrets(i.reason) })),
+    );
     this.name = "Rejection";
   }
 }
 
 const utf8 = new TextDecoder("utf-8", { fatal: true });
 
-/** A best-effort run name from a raw value, so a rejection can be shown where the user is looking. */
+/**
+ * A best-effort run name from a raw value, so a rejection can be shown where the user is looking (the name becomes
+ * a subject token and a KV key, so a name that is a secret is not used).
+ */
 function nameOf(raw: unknown): string | undefined {
-  if (raw && typeof raw === "object" && "name" in raw) {
+  if (raw && typeof raw === "object" && Object.hasOwn(raw, "name")) {
     const n = (raw as { name: unknown }).name;
-    if (typeof n === "string" && n.length > 0 && n.length <= 128) return n;
+    if (typeof n === "string" && n.length > 0 && n.length <= 128 && !hasSecret(n)) return n;
   }
   return undefined;
+}
+
+/** The parser's own failure as a reason a person can act on. */
+function parseFailure(err: unknown): string {
+  const text = (err instanceof Error ? err.message : String(err)).split("\n")[0] ?? "parse error";
+  // The YAML parser recurses per level and reports running out of stack as a parse error.
+  if (err instanceof RangeError || /Maximum call stack/i.test(text))
+    return `nested too deeply to parse; a run config needs only a few levels (${text})`;
+  return text;
 }
 
 /** Parse a submission body: JSON or YAML, bounded in size, validated against the run-config schema. */
@@ -61,14 +81,15 @@ export function parseSubmission(data: Uint8Array): RunConfig {
   let raw: unknown;
   const trimmed = text.trimStart();
   try {
-    raw = trimmed.startsWith("{") || trimmed.startsWith("[") ? JSON.parse(text) : parseYaml(text);
+    // Warnings (unknown tags, collection keys) would go to the process's stderr, quoting the submission.
+    raw =
+      trimmed.startsWith("{") || trimmed.startsWith("[")
+        ? JSON.parse(text)
+        : parseYaml(text, { logLevel: "error" });
   } catch (err) {
     const kind = trimmed.startsWith("{") || trimmed.startsWith("[") ? "JSON" : "YAML";
     throw new Rejection(undefined, `submission is not valid ${kind}`, [
-      {
-        path: "",
-        reason: (err instanceof Error ? err.message : String(err)).split("\n")[0] ?? "parse error",
-      },
+      { path: "", reason: parseFailure(err) },
     ]);
   }
   if (raw === null || typeof raw !== "object" || Array.isArray(raw))
@@ -78,15 +99,16 @@ export function parseSubmission(data: Uint8Array): RunConfig {
         reason: `expected a mapping with name, harnesses, models, tasks; got ${Array.isArray(raw) ? "a list" : raw === null ? "null" : typeof raw}`,
       },
     ]);
+  // The schema walks only the fields it declares; what it passes through (settings) is checked here: nothing too
+  // deep or self-referential for JSON.stringify later, and no secrets, which would be stored with the config.
   const r = RunConfigSchema.safeParse(raw);
-  if (!r.success) {
-    const issues = zodIssues(r.error);
+  const issues = [...documentIssues(raw, { secrets: true }), ...(r.success ? [] : zodIssues(r.error))];
+  if (!r.success || issues.length > 0)
     throw new Rejection(
       nameOf(raw),
       `run config has ${issues.length} problem${issues.length === 1 ? "" : "s"}`,
       issues,
     );
-  }
   return r.data;
 }
 

@@ -1,7 +1,7 @@
 import { type JetStreamClient, type JetStreamManager, jetstream, jetstreamManager } from "@nats-io/jetstream";
 import { type KV, Kvm } from "@nats-io/kv";
 import { type ObjectStore, Objm } from "@nats-io/obj";
-import { connect, type NatsConnection } from "@nats-io/transport-node";
+import { type ConnectionOptions, connect, type NatsConnection } from "@nats-io/transport-node";
 import { ErrorCode, RetryableError } from "../../protocol/errors.js";
 import { Buckets, ensureTopology, ObjectStores } from "../../protocol/topology.js";
 
@@ -28,6 +28,8 @@ export async function openPlane(opts: {
   servers?: string | string[];
   name: string;
   ensure?: boolean;
+  /** credentials, for a server with accounts (the deploy's per-role users) */
+  auth?: Pick<ConnectionOptions, "user" | "pass" | "authenticator">;
 }): Promise<Plane> {
   const servers = opts.servers ?? natsUrl().split(",");
   let nc: NatsConnection;
@@ -38,6 +40,7 @@ export async function openPlane(opts: {
       maxReconnectAttempts: -1,
       reconnectTimeWait: 250,
       timeout: 5_000,
+      ...opts.auth,
     });
   } catch (err) {
     throw new RetryableError(

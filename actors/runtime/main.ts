@@ -31,7 +31,7 @@ export async function startActors(
   names: string[],
   opts: { log: Logger; plane?: Plane; db?: Db; servers?: string | string[] },
 ): Promise<RunningActors> {
-  const unknown = names.filter((n) => !(n in ACTORS));
+  const unknown = names.filter((n) => !Object.hasOwn(ACTORS, n));
   if (unknown.length > 0)
     throw new EvalfleetError(
       ErrorCode.InvalidConfig,

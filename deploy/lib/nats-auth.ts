@@ -8,8 +8,8 @@ import { Buckets } from "../../protocol/topology.js";
  * - ACTORS holds JetStream (every stream, bucket and object store) and the actor users.
  * - GATEWAY holds the gateway replicas; it reaches the pacer buckets through imports.
  * - TASKS holds one user per attempt. A task user may publish only its own attempt's subjects: its ledger and
- *   attempt-result subjects, its own progress key, its own job-spec read, and its pool's pacer key. Everything else
- *   is denied by omission. Those subjects reach ACTORS' streams through service imports (so JetStream's publish
+ *   attempt-result subjects, its own progress key, reads of its own job (its cell, its run's config and key, its
+ *   task's spec: what `evalfleet task` fetches), and its pool's pacer key. Everything else is denied by omission. Those subjects reach ACTORS' streams through service imports (so JetStream's publish
  *   acks and direct-get replies come back), and each user's replies arrive on its own inbox prefix, so one task can
  *   never read another's.
  *
@@ -25,6 +25,8 @@ export interface TaskIdentity {
   cell: string;
   attempt: number;
   pool: string;
+  /** the cell's task id: the task reads that one spec of its run */
+  task: string;
 }
 
 export interface TaskCredential {
@@ -69,6 +71,9 @@ export function taskPermissions(t: TaskIdentity): Permissions {
         Subjects.attempts.one(t.run, t.cell),
         kv(Buckets.progress.name, ProgressKeys.cell(t.run, t.cell)),
         directGet(Buckets.jobs.name, StateKeys.job(t.run, t.cell)),
+        directGet(Buckets.jobs.name, StateKeys.jobRun(t.run)),
+        directGet(Buckets.jobs.name, StateKeys.jobTask(t.run, t.task)),
+        directGet(Buckets.jobs.name, StateKeys.runKey(t.run)),
         kv(Buckets.pacer.name, StateKeys.pacerPool(t.pool)),
         directGet(Buckets.pacer.name, StateKeys.pacerPool(t.pool)),
         // Opening a KV handle reads the bucket's config; the info carries no keys or values.

@@ -5,7 +5,7 @@ import { createInterface } from "node:readline";
 import type { Command } from "commander";
 import { stringify } from "yaml";
 import { TaskSpecSchema } from "../../protocol/config.js";
-import { zodIssues } from "../../protocol/decode.js";
+import { documentIssues, zodIssues } from "../../protocol/decode.js";
 import { ErrorCode, type Issue, ValidationError } from "../../protocol/errors.js";
 import { safeSlug } from "../../protocol/names.js";
 
@@ -17,15 +17,16 @@ import { safeSlug } from "../../protocol/names.js";
 export async function importSwebench(jsonl: string, dir: string): Promise<{ written: number; dir: string }> {
   const tasks: Array<{ id: string; record: Record<string, unknown> }> = [];
   const issues: Issue[] = [];
+  const seen = new Map<string, number>();
   const lines = createInterface({ input: createReadStream(jsonl), crlfDelay: Number.POSITIVE_INFINITY });
   let n = 0;
   try {
     for await (const line of lines) {
       n++;
       if (line.trim() === "") continue;
-      let rec: Record<string, unknown>;
+      let parsed: unknown;
       try {
-        rec = JSON.parse(line) as Record<string, unknown>;
+        parsed = JSON.parse(line);
       } catch (err) {
         issues.push({
           path: `line ${n}`,
@@ -33,13 +34,29 @@ export async function importSwebench(jsonl: string, dir: string): Promise<{ writ
         });
         continue;
       }
-      const id = rec.instance_id ?? rec.id;
-      const candidate = { ...rec, id, track: rec.track ?? "swe" };
-      const r = TaskSpecSchema.safeParse(candidate);
-      if (!r.success) {
-        for (const i of zodIssues(r.error)) issues.push({ path: `line ${n}:${i.path}`, reason: i.reason });
+      if (parsed === null || typeof parsed !== "object" || Array.isArray(parsed)) {
+        issues.push({
+          path: `line ${n}`,
+          reason: `expected one dataset record (a JSON object with instance_id, repo, base_commit…), got ${Array.isArray(parsed) ? "a list" : parsed === null ? "null" : typeof parsed}`,
+        });
         continue;
       }
+      const rec = parsed as Record<string, unknown>;
+      const id = rec.instance_id ?? rec.id;
+      const candidate = { ...rec, id, track: rec.track ?? "swe" };
+      const shape = documentIssues(candidate);
+      const r = TaskSpecSchema.safeParse(candidate);
+      if (!r.success || shape.length > 0) {
+        for (const i of [...shape, ...(r.success ? [] : zodIssues(r.error))])
+          issues.push({ path: `line ${n}:${i.path}`, reason: i.reason });
+        continue;
+      }
+      const earlier = seen.get(r.data.id);
+      if (earlier !== undefined) {
+        issues.push({ path: `line ${n}:instance_id`, reason: `${r.data.id} is also on line ${earlier}` });
+        continue;
+      }
+      seen.set(r.data.id, n);
       tasks.push({ id: r.data.id, record: candidate });
     }
   } catch (err) {

@@ -48,7 +48,7 @@ export async function handleModelCall(
     if (!res.writableFinished) current?.abort();
   });
   const estIn = estimateInputTokens(raw.length);
-  const aliasModel = ctx.aliases[call.model];
+  const aliasModel = aliasOf(ctx, call.model);
 
   // 1. pacer admission
   let admission: Admission;
@@ -179,6 +179,11 @@ function budgetVerdict(
   return null;
 }
 
+/** The upstream model an alias stands for; own keys only, as the harness picks the name (`constructor`). */
+function aliasOf(ctx: ShimContext, model: string): string | undefined {
+  return Object.hasOwn(ctx.aliases, model) ? ctx.aliases[model] : undefined;
+}
+
 /** The worst case this call can cost (capped at what is left): reserved while it is in flight. */
 function reservation(ctx: ShimContext, call: CallRequest, model: string, estIn: number): bigint {
   const remaining = ctx.state.remainingNanoUsd();
@@ -200,7 +205,7 @@ function land(
   retries: number,
   o: TryOutcome,
 ): void {
-  const model = ctx.aliases[call.model] ?? o.model ?? call.model;
+  const model = aliasOf(ctx, call.model) ?? o.model ?? call.model;
   const priced = ctx.prices.cost(model, o.usage);
   ctx.state.add(o.usage, priced.costNanoUsd, {
     ok: o.status === "ok",

@@ -65,7 +65,13 @@ export class LedgerSink {
     });
   }
 
-  publish(row: LedgerCall): void {
+  publish(raw: LedgerCall): void {
+    // The model names are whatever the harness asked for and the provider answered: free text, like its output.
+    const row = {
+      ...raw,
+      model: redactSecrets(raw.model, this.secrets),
+      alias: redactSecrets(raw.alias, this.secrets),
+    };
     this.onRow?.(row);
     if (!this.nc) return;
     const data = encodeLedgerRow(row);

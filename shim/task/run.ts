@@ -14,7 +14,7 @@ import {
   MessageTypes,
 } from "../../protocol/messages.js";
 import type { Pacer } from "../../protocol/pacer.js";
-import { redactSecrets, sanitizeOutput } from "../../protocol/redact.js";
+import { redactSecrets, sanitizeOutput, secretsFromEnv } from "../../protocol/redact.js";
 import { BlobNames, Subjects } from "../../protocol/subjects.js";
 import { adapterFor } from "../adapters/index.js";
 import type { RetryPolicy } from "../proxy/index.js";
@@ -67,15 +67,6 @@ export interface RunTaskOptions {
   signal?: AbortSignal;
 }
 
-const SECRET_ENV = [
-  "EVALFLEET_RUN_KEY",
-  "EVALFLEET_UPSTREAM_KEY",
-  "ANTHROPIC_API_KEY",
-  "ANTHROPIC_AUTH_TOKEN",
-  "OPENAI_API_KEY",
-  "CLAUDE_CODE_OAUTH_TOKEN",
-];
-
 function errorText(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
 }
@@ -85,9 +76,7 @@ export async function runTask(ref: TaskRef, opts: RunTaskOptions = {}): Promise<
   const env = opts.env ?? process.env;
   const log = opts.logger ?? silentLogger();
   const startedAt = new Date();
-  const secrets = SECRET_ENV.map((k) => env[k]).filter(
-    (v): v is string => typeof v === "string" && v.length >= 6,
-  );
+  const secrets = secretsFromEnv(env);
   if (opts.runKey) secrets.push(opts.runKey);
   const plane = opts.plane ?? (await openPlane({ name: `task-${ref.run}-${ref.cell}-${ref.attempt}` }));
   const workRoot = opts.workRoot ?? defaultWorkRoot(env);

@@ -10,7 +10,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import type { TaskSpec } from "../../protocol/config.js";
 import { ErrorCode, EvalfleetError } from "../../protocol/errors.js";
-import { safeSlug } from "../../protocol/names.js";
+import { attemptToken, safeSlug } from "../../protocol/names.js";
 import { git, gitText } from "./git.js";
 import type { TaskRef } from "./ref.js";
 
@@ -38,7 +38,7 @@ export function defaultMirrorRoot(env: NodeJS.ProcessEnv = process.env): string 
 /** Where an attempt's folders are: deterministic, from safeSlug(run)/safeSlug(cell)/attempt. */
 export function attemptDirs(root: string, ref: TaskRef): AttemptDirs {
   const cellDir = path.join(root, safeSlug(ref.run), safeSlug(ref.cell));
-  const attemptDir = path.join(cellDir, String(ref.attempt));
+  const attemptDir = path.join(cellDir, attemptToken(ref.attempt));
   return {
     cellDir,
     attemptDir,
@@ -111,12 +111,17 @@ export async function localMirror(source: string, mirrorRoot: string): Promise<s
   }
 }
 
+/** `<mirrorRoot>/owner__name.git`: one file name (no `/` survives), so it stays inside the mirror root. */
+export function repoMirrorPath(mirrorRoot: string, repo: string): string {
+  return path.join(mirrorRoot, `${repo.replace(/[/\\]/g, "__")}.git`);
+}
+
 /**
  * The mirror of a SWE-bench repository (`owner/name`): `<mirrorRoot>/owner__name.git` when it is there; otherwise,
  * only when EVALFLEET_GIT_REMOTE_BASE names a remote (e.g. https://github.com), mirrored from it once.
  */
 export async function repoMirror(repo: string, mirrorRoot: string, env: NodeJS.ProcessEnv): Promise<string> {
-  const final = path.join(mirrorRoot, `${repo.replace(/\//g, "__")}.git`);
+  const final = repoMirrorPath(mirrorRoot, repo);
   if (existsSync(final)) return final;
   const remoteBase = env.EVALFLEET_GIT_REMOTE_BASE;
   if (!remoteBase)

@@ -5,6 +5,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { after, before, beforeEach, describe, it } from "node:test";
+import { createGrader } from "../../actors/grader-supervisor/backends/grader.js";
 import { createLocalBackend } from "../../actors/grader-supervisor/backends/local.js";
 import type { GradeJob } from "../../actors/grader-supervisor/backends/types.js";
 import type { GradingInstance } from "../../actors/grader-supervisor/grading/index.js";
@@ -137,5 +138,30 @@ describe("local backend", () => {
       assert.equal((err as EvalfleetError).issues[0]?.path, "logFormat");
       return true;
     });
+  });
+
+  it("the patched code finds no secrets in its environment, and keys it prints are redacted before the outcome is kept", async () => {
+    const planted = "sk-ant-api03-PLANTEDgraderABCDEFGHIJKLMNOP";
+    writeFileSync(
+      path.join(dir, "math.mjs"),
+      `console.log("ENV", JSON.stringify(process.env));\nconsole.log("KEY", "${planted}");\n${MATH.replace("a - b", "a + b")}`,
+    );
+    const leakyFix = git("diff");
+    git("checkout", "-q", "--", ".");
+    const env = {
+      ...cleanEnv,
+      ANTHROPIC_API_KEY: "plain-words-grader-key",
+      DATABASE_URL: "postgres://u:pw-in-url@h/db",
+      NATS_URL: "nats://u:nats-pw@h:4222",
+      EVALFLEET_JUDGE_KEY: "judge-key-value",
+    };
+    const outcome = await createGrader(createLocalBackend({ env })).grade(job({ patch: leakyFix }), signal);
+    assert.equal(outcome.kind, "graded");
+    if (outcome.kind !== "graded") return;
+    assert.equal(outcome.status, "RESOLVED_FULL", "grading itself is unchanged");
+    assert.match(outcome.testOutput, /ENV \{/);
+    for (const s of [planted, "plain-words-grader-key", "pw-in-url", "nats-pw", "judge-key-value"])
+      assert.ok(!outcome.testOutput.includes(s), `${s} in the test output`);
+    assert.match(outcome.testOutput, /KEY \[REDACTED\]/);
   });
 });

@@ -168,6 +168,32 @@ describe("planner", () => {
         JSON.stringify({ ...run("bad-adapter"), harnesses: [{ name: "h", adapter: "bogus" }] }),
         /adapter/,
       ],
+      // what used to crash the planner at JSON.stringify instead of rejecting
+      [
+        "too-deep",
+        JSON.stringify(
+          run("too-deep", { harnesses: [{ name: "h", adapter: "command", settings: { x: "DEEP" } }] }),
+        ).replace('"DEEP"', `${"[".repeat(5000)}${"]".repeat(5000)}`),
+        /harnesses\[0\]\.settings\.x.*: nested more than 32 levels/,
+      ],
+      [
+        "self-ref",
+        `name: self-ref\ntask_library_path: ${libDir}\ntasks: ["*"]\nmodels: [{name: m}]\nharnesses: [{name: h, adapter: command, settings: &s {again: *s}}]\n`,
+        /refers to itself/,
+      ],
+      [
+        "id-clash",
+        JSON.stringify(
+          run("id-clash", {
+            harnesses: [
+              { name: "a", adapter: "command" },
+              { name: "a__b", adapter: "command" },
+            ],
+            models: [{ name: "b__c" }, { name: "c" }],
+          }),
+        ),
+        /both make cell id a__b__c__t1__r0/,
+      ],
     ];
     for (const [, body] of bad) client.publish(Subjects.runSubmit, body);
     for (const [name, , pattern] of bad) {

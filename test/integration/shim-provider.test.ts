@@ -131,3 +131,28 @@ test("a spend-limit 429 is terminal: not retried, the session ends as budget_exc
     await rig.close();
   }
 });
+
+test("a harness naming its model like a JavaScript object property is metered like any other (every billed call in the ledger)", async () => {
+  const rig = await startRig(
+    { run: "proto", aliases: { sonnet: "claude-sonnet-4-5" } },
+    { scenario: { text: "ok" } },
+  );
+  try {
+    const client = new Anthropic({ baseURL: rig.shim.url, apiKey: "dummy", maxRetries: 0 });
+    for (const model of ["constructor", "__proto__", "toString", "hasOwnProperty"])
+      await client.messages.create({ model, max_tokens: 5, messages: [{ role: "user", content: "x" }] });
+    await rig.shim.drain();
+    const rows = await readLedger(rig.nc, "proto");
+    assert.deepEqual(rows.map((r) => r.alias).sort(), [
+      "__proto__",
+      "constructor",
+      "hasOwnProperty",
+      "toString",
+    ]);
+    assert.ok(rows.every((r) => r.status === "ok" && r.costNanoUsd > 0 && typeof r.model === "string"));
+    const billed = rig.provider.bill().total.costNanoUsd;
+    assert.ok(rows.reduce((a, r) => a + r.costNanoUsd, 0) >= billed, "never under the provider's bill");
+  } finally {
+    await rig.close();
+  }
+});

@@ -13,8 +13,14 @@ import {
 } from "../../deploy/lib/nats-auth.js";
 import { ProgressKeys, Subjects } from "../../protocol/subjects.js";
 
-const me: TaskIdentity = { run: "run:1", cell: "astropy__astropy-12907", attempt: 2, pool: "claude__sonnet" };
-const other: TaskIdentity = { ...me, cell: "django__django-11099" };
+const me: TaskIdentity = {
+  run: "run:1",
+  cell: "astropy__astropy-12907",
+  attempt: 2,
+  pool: "claude__sonnet",
+  task: "astropy__astropy-12907",
+};
+const other: TaskIdentity = { ...me, cell: "django__django-11099", task: "django__django-11099" };
 const NKEY = "UDXU4RCSJNZOIQHZNWXHXORDPRTGNJAHAHFRGZNEEJCPQTT2M7NLCNF4";
 
 /** NATS subject matching: `*` is one token, `>` the rest. */

@@ -5,6 +5,9 @@
  */
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
+import { parserForJob } from "../../actors/grader-supervisor/backends/common.js";
+import type { GradeJob } from "../../actors/grader-supervisor/backends/types.js";
+import { parserForRepo } from "../../actors/grader-supervisor/grading/index.js";
 import { MAP_REPO_TO_PARSER } from "../../actors/grader-supervisor/grading/parsers/index.js";
 import {
   ansiEscape,
@@ -13,6 +16,8 @@ import {
   pyStrip,
   universalNewlines,
 } from "../../actors/grader-supervisor/grading/pycompat.js";
+import { specFor } from "../../actors/grader-supervisor/grading/specs.js";
+import { EvalfleetError, ValidationError } from "../../protocol/errors.js";
 
 interface Case {
   repo: string;
@@ -600,6 +605,29 @@ describe("where the official parser raises, so do we (the harness then records a
   });
   it("doctest XML without its closing tag", () => {
     assert.throws(crash("nlohmann/json", "<doctest><TestCase/>"), ParserCrash);
+  });
+});
+
+describe("names a log, a repo or a log_format may hold that are JavaScript object properties", () => {
+  it("are what they are in Python: unknown (an undefined entity, no parser, no specs)", () => {
+    const doctest = `<doctest><TestSuite><TestCase name="a&constructor;" filename="f"><Expression success="true"/></TestCase></TestSuite></doctest>`;
+    assert.throws(() => MAP_REPO_TO_PARSER["nlohmann/json"]?.(doctest, { instance_id: "x" }), ParserCrash);
+    for (const name of ["constructor", "__proto__", "toString"]) {
+      const job = {
+        instance: { instance_id: "x", repo: name },
+        logFormat: name,
+        patch: "",
+      } as unknown as GradeJob;
+      assert.throws(() => parserForJob(job), ValidationError);
+      assert.throws(
+        () => specFor(name, "1"),
+        (e: unknown) => e instanceof EvalfleetError,
+      );
+      assert.throws(
+        () => parserForRepo(name),
+        (e: unknown) => e instanceof EvalfleetError,
+      );
+    }
   });
 });
 

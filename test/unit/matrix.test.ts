@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import { buildMatrix, cellIdOf, estimateNanoUsd, isExempt } from "../../actors/planner/matrix.js";
 import { type RunConfig, RunConfigSchema, type TaskSpec, TaskSpecSchema } from "../../protocol/config.js";
-import { EvalfleetError } from "../../protocol/errors.js";
+import { EvalfleetError, ValidationError } from "../../protocol/errors.js";
 
 function config(over: Partial<Record<string, unknown>> = {}): RunConfig {
   return RunConfigSchema.parse({
@@ -35,6 +35,38 @@ describe("matrix expansion (the seed's examples)", () => {
     const cells = buildMatrix(cfg, tasks);
     assert.equal(cells.length, 1000);
     assert.equal(new Set(cells.map((c) => c.cellId)).size, 1000);
+  });
+
+  it("refuses names whose '__' joins make two cells one id, naming the field to rename", () => {
+    const clash = (over: Record<string, unknown>, tasks: TaskSpec[], path: string) =>
+      assert.throws(
+        () => buildMatrix(config(over), tasks),
+        (e: unknown) =>
+          e instanceof ValidationError &&
+          e.issues.length > 0 &&
+          e.issues.every((i) => i.path === path && /both make cell id/.test(i.reason)),
+      );
+    clash(
+      {
+        harnesses: [
+          { name: "a", adapter: "command" },
+          { name: "a__b", adapter: "command" },
+        ],
+        models: [{ name: "b__c" }, { name: "c" }],
+      },
+      [task("t")],
+      "harnesses[1].name",
+    );
+    clash(
+      { models: [{ name: "m" }, { name: "m__astropy" }] },
+      [task("astropy__astropy-1"), task("astropy-1")],
+      "models[1].name",
+    );
+    // SWE-bench ids hold '__' themselves; alone they never clash
+    assert.equal(
+      buildMatrix(config({ repeats: 3 }), [task("astropy__astropy-12907"), task("django__django-1")]).length,
+      6,
+    );
   });
 
   it("uses the frozen cell-id format", () => {

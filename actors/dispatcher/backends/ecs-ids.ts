@@ -32,13 +32,28 @@ export function startedByFor(runName: string): string {
   return `evalfleet-${slug.slice(0, 100)}-${h}`;
 }
 
-/** Tags for a task. Values are token-encoded so any name fits ECS's tag alphabet and decodes back exactly. */
+/** ECS's limit on a tag value, in characters. */
+export const TAG_VALUE_MAX = 256;
+
+/**
+ * A name as tags: token-encoded, so any name fits ECS's tag alphabet and decodes back exactly, and split into
+ * `key`, `key.1`, `key.2`… when it is longer than a tag value may be (a cell id joins three 128-character names).
+ */
+function nameTags(key: string, name: string): Array<{ key: string; value: string }> {
+  const encoded = encodeToken(name);
+  const out = [{ key, value: encoded.slice(0, TAG_VALUE_MAX) }];
+  for (let i = 1; i * TAG_VALUE_MAX < encoded.length; i++)
+    out.push({ key: `${key}.${i}`, value: encoded.slice(i * TAG_VALUE_MAX, (i + 1) * TAG_VALUE_MAX) });
+  return out;
+}
+
+/** Tags for a task: the job reference, so teardown and a restarted dispatcher can find its attempt. */
 export function tagsFor(ref: JobRef): Array<{ key: string; value: string }> {
   return [
-    { key: EcsTags.run, value: encodeToken(ref.runName) },
-    { key: EcsTags.cell, value: encodeToken(ref.cellId) },
+    ...nameTags(EcsTags.run, ref.runName),
+    ...nameTags(EcsTags.cell, ref.cellId),
     { key: EcsTags.attempt, value: String(ref.attempt) },
-    { key: EcsTags.pool, value: encodeToken(ref.pool) },
+    ...nameTags(EcsTags.pool, ref.pool),
   ];
 }
 
@@ -47,13 +62,19 @@ export function refFromTags(
   tags: Array<{ key?: string | undefined; value?: string | undefined }> | undefined,
 ): JobRef | undefined {
   const get = (k: string): string | undefined => tags?.find((t) => t.key === k)?.value;
-  const run = get(EcsTags.run);
-  const cell = get(EcsTags.cell);
+  const name = (k: string): string | undefined => {
+    let value = get(k);
+    if (value === undefined) return undefined;
+    for (let i = 1; get(`${k}.${i}`) !== undefined; i++) value += get(`${k}.${i}`);
+    return decodeToken(value);
+  };
+  const run = name(EcsTags.run);
+  const cell = name(EcsTags.cell);
   const attempt = Number(get(EcsTags.attempt));
-  const pool = get(EcsTags.pool);
+  const pool = name(EcsTags.pool);
   if (run === undefined || cell === undefined || pool === undefined || !Number.isInteger(attempt))
     return undefined;
-  return { runName: decodeToken(run), cellId: decodeToken(cell), attempt, pool: decodeToken(pool) };
+  return { runName: run, cellId: cell, attempt, pool };
 }
 
 export function refKey(ref: JobRef): string {

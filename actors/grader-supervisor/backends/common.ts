@@ -26,10 +26,10 @@ export function isEmptyPatch(patch: string | null): boolean {
 
 /** The official parser for the repo, else the job's declared log format. */
 export function parserForJob(job: GradeJob): LogParser {
-  const official = MAP_REPO_TO_PARSER[job.instance.repo];
-  if (official) return official;
-  const byFormat = job.logFormat === undefined ? undefined : PARSERS_BY_FORMAT[job.logFormat];
-  if (byFormat) return byFormat;
+  // Own keys only: a repo or log_format named `constructor` must not find Object's.
+  if (Object.hasOwn(MAP_REPO_TO_PARSER, job.instance.repo)) return MAP_REPO_TO_PARSER[job.instance.repo]!;
+  if (job.logFormat !== undefined && Object.hasOwn(PARSERS_BY_FORMAT, job.logFormat))
+    return PARSERS_BY_FORMAT[job.logFormat]!;
   throw new ValidationError(ErrorCode.InvalidMessage, `no log parser for ${job.instance.repo}`, [
     {
       path: "logFormat",

@@ -10,6 +10,7 @@ import path from "node:path";
 import { ErrorCode, EvalfleetError, ValidationError } from "../../../protocol/errors.js";
 import type { Logger } from "../../../protocol/log.js";
 import { silentLogger } from "../../../protocol/log.js";
+import { safeSlug } from "../../../protocol/names.js";
 import {
   APPLY_PATCH_COMMANDS,
   DEFAULT_TIMEOUT_S,
@@ -47,6 +48,11 @@ class Infra extends Error {
   ) {
     super(message);
   }
+}
+
+/** A fresh container name per grade: docker's alphabet, bounded, whatever the instance id holds. */
+export function gradeContainerName(instanceId: string): string {
+  return `evalfleet-grade-${safeSlug(instanceId.toLowerCase(), 80)}-${randomBytes(4).toString("hex")}`;
 }
 
 export function createDockerBackend(opts: DockerBackendOptions = {}): GradeBackend {
@@ -88,7 +94,7 @@ export function createDockerBackend(opts: DockerBackendOptions = {}): GradeBacke
     // Built before any container exists: an instance without version/test_patch fails fast, not mid-run.
     const evalScript = makeEvalScript(job.instance);
     const timeoutS = job.timeoutS ?? opts.defaultTimeoutS ?? DEFAULT_TIMEOUT_S;
-    const container = `evalfleet-grade-${job.instance.instance_id.toLowerCase().replace(/[^a-z0-9_.-]/g, "-")}-${randomBytes(4).toString("hex")}`;
+    const container = gradeContainerName(job.instance.instance_id);
     const work = await mkdtemp(path.join(tmpdir(), "evalfleet-grade-"));
     const child = log.child({ instance: job.instance.instance_id, container });
     try {

@@ -6,7 +6,7 @@ import { setTimeout as delay } from "node:timers/promises";
 import type { Logger } from "../../../protocol/log.js";
 import { silentLogger } from "../../../protocol/log.js";
 import { type GradeCache, gradeCacheKey } from "./cache.js";
-import type { GradeBackend, GradeJob, GradeOutcome } from "./types.js";
+import { type GradeBackend, type GradeJob, type GradeOutcome, redactOutcome } from "./types.js";
 
 export interface RetryPolicy {
   /** Total attempts including the first. */
@@ -38,7 +38,7 @@ export function createGrader(backend: GradeBackend, opts: GraderOptions = {}): G
 
   async function gradeWithRetries(job: GradeJob, signal: AbortSignal): Promise<GradeOutcome> {
     for (let attempt = 1; ; attempt++) {
-      const outcome = await backend.grade(job, signal);
+      const outcome = redactOutcome(await backend.grade(job, signal));
       if (outcome.kind !== "infra_failure") return outcome;
       const failed = { ...outcome, attempts: attempt };
       log.warn(

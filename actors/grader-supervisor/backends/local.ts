@@ -8,6 +8,7 @@ import path from "node:path";
 import { ErrorCode, EvalfleetError, ValidationError } from "../../../protocol/errors.js";
 import type { Logger } from "../../../protocol/log.js";
 import { silentLogger } from "../../../protocol/log.js";
+import { withoutSecrets } from "../../../protocol/redact.js";
 import { APPLY_PATCH_COMMANDS, DEFAULT_TIMEOUT_S, makeLocalEvalScript } from "../grading/index.js";
 import { isEmptyPatch, outcomeFromLog, parserForJob, skipEmptyPatch } from "./common.js";
 import { run } from "./exec.js";
@@ -18,14 +19,17 @@ export interface LocalBackendOptions {
   bashPath?: string;
   defaultTimeoutS?: number;
   logger?: Logger;
-  /** Environment for the eval script; defaults to this process's. */
+  /**
+   * Environment for the eval script; defaults to this process's. Either way without secrets: the script runs the
+   * harness's patched code, which could print them into the test output.
+   */
   env?: NodeJS.ProcessEnv;
 }
 
 export function createLocalBackend(opts: LocalBackendOptions = {}): GradeBackend {
   const bash = opts.bashPath ?? "bash";
   const log = opts.logger ?? silentLogger();
-  const env = opts.env ?? process.env;
+  const env = withoutSecrets(opts.env ?? process.env);
 
   function aborted(): never {
     throw new EvalfleetError(ErrorCode.Unavailable, "grading aborted", { retryable: true });

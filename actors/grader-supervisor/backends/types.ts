@@ -1,4 +1,5 @@
 /** The contract between the grader-supervisor and the places a patch can be graded. */
+import { redactSecrets, secretsFromEnv } from "../../../protocol/redact.js";
 import type { EvalReport, GradingInstance, ResolvedStatus } from "../grading/index.js";
 
 export interface GradeJob {
@@ -58,6 +59,18 @@ export type GradeOutcome =
 export interface GradeBackend {
   readonly name: string;
   grade(job: GradeJob, signal: AbortSignal): Promise<GradeOutcome>;
+}
+
+/**
+ * The outcome with the text it carries redacted: the test output and apply log come from the harness's patched
+ * code, and the outcome is cached in PostgreSQL, stored in the object store and published. Grading has already
+ * read the full log by now.
+ */
+export function redactOutcome(o: GradeOutcome): GradeOutcome {
+  const own = secretsFromEnv();
+  if (o.kind === "graded") return { ...o, testOutput: redactSecrets(o.testOutput, own) };
+  if (o.kind === "not_graded") return { ...o, detail: redactSecrets(o.detail, own) };
+  return { ...o, failure: { ...o.failure, message: redactSecrets(o.failure.message, own) } };
 }
 
 export function infraFailure(kind: InfraFailureKind, message: string): GradeOutcome {

@@ -88,7 +88,7 @@ export function getResolutionStatus(report: TestsStatus): ResolvedStatus {
 
 /** The official parser for a repository, or an error naming what to do. */
 export function parserForRepo(repo: string): LogParser {
-  const parser = MAP_REPO_TO_PARSER[repo];
+  const parser = Object.hasOwn(MAP_REPO_TO_PARSER, repo) ? MAP_REPO_TO_PARSER[repo] : undefined;
   if (!parser) {
     throw new EvalfleetError(
       ErrorCode.UnknownTask,

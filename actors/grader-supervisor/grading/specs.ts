@@ -22,6 +22,11 @@ export interface SpecGroup extends VersionSpec {
 
 export type SpecTable = Record<string, { ext: RepoExt; groups: SpecGroup[] }>;
 
+/** The table's entry for a repository; own keys only, so `constructor` is no repository. */
+function entryOf(repo: string): SpecTable[string] | undefined {
+  return Object.hasOwn(SPEC_TABLE, repo) ? SPEC_TABLE[repo] : undefined;
+}
+
 /** Every repository the official harness has specs for. */
 export function specRepos(): string[] {
   return Object.keys(SPEC_TABLE);
@@ -29,16 +34,16 @@ export function specRepos(): string[] {
 
 /** The versions a repository has specs for. */
 export function specVersions(repo: string): string[] {
-  return SPEC_TABLE[repo]?.groups.flatMap((g) => g.versions) ?? [];
+  return entryOf(repo)?.groups.flatMap((g) => g.versions) ?? [];
 }
 
 export function repoExt(repo: string): RepoExt | undefined {
-  return SPEC_TABLE[repo]?.ext;
+  return entryOf(repo)?.ext;
 }
 
 /** The spec for repo+version; throws UnknownTask naming the versions that exist. */
 export function specFor(repo: string, version: string | null): VersionSpec {
-  const entry = SPEC_TABLE[repo];
+  const entry = entryOf(repo);
   if (!entry) {
     throw new EvalfleetError(ErrorCode.UnknownTask, `no SWE-bench specs for repository "${repo}"`);
   }

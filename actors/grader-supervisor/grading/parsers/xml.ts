@@ -17,7 +17,7 @@ function decodeEntities(s: string): string {
   return s.replace(/&(#x[0-9a-fA-F]+|#[0-9]+|[A-Za-z]+);/g, (whole, name: string) => {
     if (name.startsWith("#x")) return String.fromCodePoint(Number.parseInt(name.slice(2), 16));
     if (name.startsWith("#")) return String.fromCodePoint(Number.parseInt(name.slice(1), 10));
-    const v = ENTITIES[name];
+    const v = Object.hasOwn(ENTITIES, name) ? ENTITIES[name] : undefined;
     if (v === undefined) throw new ParserCrash(`ParseError: undefined entity ${whole}`);
     return v;
   });
