@@ -45,6 +45,7 @@ export class LedgerSink {
   private readonly pending = new Map<number, Pending>();
   private readonly inbox: string;
   private readonly sub: Subscription | undefined;
+  private readonly names = new Map<string, string>();
   private seq = 0;
   private queue: number[] = [];
   private batch: NodeJS.Timeout | undefined;
@@ -67,11 +68,9 @@ export class LedgerSink {
 
   publish(raw: LedgerCall): void {
     // The model names are whatever the harness asked for and the provider answered: free text, like its output.
-    const row = {
-      ...raw,
-      model: redactSecrets(raw.model, this.secrets),
-      alias: redactSecrets(raw.alias, this.secrets),
-    };
+    const model = this.clean(raw.model);
+    const alias = this.clean(raw.alias);
+    const row = model === raw.model && alias === raw.alias ? raw : { ...raw, model, alias };
     this.onRow?.(row);
     if (!this.nc) return;
     const data = encodeLedgerRow(row);
@@ -89,6 +88,17 @@ export class LedgerSink {
     // Rows of calls that end within a few ms go out together: one socket write instead of one per row.
     this.batch ??= setTimeout(() => this.sendQueued(), BATCH_MS);
     this.sweeper ??= setInterval(() => this.sweep(), 250).unref();
+  }
+
+  /** redactSecrets of a model name, remembered: a session asks for the same few names on every call */
+  private clean(name: string): string {
+    let out = this.names.get(name);
+    if (out === undefined) {
+      out = redactSecrets(name, this.secrets);
+      if (this.names.size >= 64) this.names.clear();
+      this.names.set(name, out);
+    }
+    return out;
   }
 
   private sendQueued(): void {
