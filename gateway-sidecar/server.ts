@@ -133,6 +133,12 @@ export async function startGateway(opts: GatewayOptions): Promise<Gateway> {
   });
 
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    // Watched from the start: a caller that leaves before its call is forwarded must not have it forwarded.
+    const ac = new AbortController();
+    const onClientGone = () => {
+      if (!res.writableFinished) ac.abort();
+    };
+    res.once("close", onClientGone);
     const path = (req.url ?? "/").split("?")[0] ?? "/";
     const route = ROUTES[path];
     const provider = route?.provider ?? providerOf(req);
@@ -194,13 +200,14 @@ export async function startGateway(opts: GatewayOptions): Promise<Gateway> {
         return send(res, e.status, e.body);
       }
     }
-
-    const ac = new AbortController();
+    if (ac.signal.aborted) {
+      // Gone before the forward (e.g. while its reservation was written): nothing reaches the provider, nothing can
+      // be billed.
+      if (metered) await settleSpend(opts.db, requestId, "client_closed", null, 0);
+      return;
+    }
     inflight.add(ac);
-    const onClientGone = () => {
-      if (!res.writableFinished) ac.abort();
-    };
-    res.once("close", onClientGone);
+
     const logCall = async (st: SpendStatus, r: MeterResult | undefined): Promise<void> => {
       if (st === "lost" || st === "client_closed") {
         // The provider may have generated (and billed) more than reached us before the call was cut on our side:

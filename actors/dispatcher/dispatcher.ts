@@ -160,6 +160,14 @@ export class Dispatcher {
   async ensureLaunched(run: string, cellId: string, attempt: number, signal: AbortSignal): Promise<void> {
     const c = await this.d.claims.get(run, cellId, attempt);
     if (!c || c.claim.launchedAt || this.launching.has(key(run, cellId, attempt))) return;
+    const ours = this.inflight.get(key(run, cellId, attempt));
+    if (ours) {
+      // Launched here, but the claim's record of it was lost (NATS went away before the write landed, so the cell
+      // message came back): record it now. Launching again would start a second task on the same attempt, whose
+      // fresh workdir pulls the first one's out from under it.
+      await this.recordLaunch(run, cellId, attempt, c.claim, ours.handle);
+      return;
+    }
     const stale = Date.now() - Date.parse(c.claim.at) >= this.d.staleClaimMs;
     if (!stale && c.claim.by !== this.d.id && (await this.d.alive(c.claim.by)))
       throw new RetryableError(
@@ -207,13 +215,7 @@ export class Dispatcher {
       [res] = await this.d.backend.launch([ref], signal);
       if (res?.handle) {
         this.inflight.set(k, { ref, handle: res.handle, base: claim.base });
-        const launched: Claim = {
-          ...claim,
-          handle: res.handle,
-          backend: this.d.backend.name,
-          launchedAt: new Date().toISOString(),
-        };
-        await this.d.claims.launched(run, cellId, attempt, launched);
+        await this.recordLaunch(run, cellId, attempt, claim, res.handle);
       }
     } finally {
       this.launching.delete(k);
@@ -225,6 +227,17 @@ export class Dispatcher {
       res?.error ?? { kind: "fatal", reason: "launch failed", neverStarted: true },
       signal,
     );
+  }
+
+  private async recordLaunch(run: string, cellId: string, attempt: number, claim: Claim, handle: string) {
+    const launched: Claim = {
+      ...claim,
+      by: this.d.id,
+      handle,
+      backend: this.d.backend.name,
+      launchedAt: new Date().toISOString(),
+    };
+    await this.d.claims.launched(run, cellId, attempt, launched);
   }
 
   /**

@@ -207,6 +207,11 @@ export class ProgressWriter {
         billableCostNanoUsd: spend.billableNanoUsd,
         updatedAt: new Date().toISOString(),
       };
+      const finishing = phase === "finished" && prev?.phase !== "finished";
+      // Before the key says finished: a writer that dies in between leaves the run unfinished, so the next one
+      // (adoptOpenRuns) reconciles it; after, nothing would ever look at the run again. Reconciling twice is
+      // harmless (upserts, an idempotent revoke).
+      if (finishing) await this.reconcile(run);
       try {
         if (entry) await this.o.kv.update(key, JSON.stringify(next), entry.revision);
         else await this.o.kv.create(key, JSON.stringify(next));
@@ -214,8 +219,7 @@ export class ProgressWriter {
         if (i === CAS_TRIES - 1) throw err;
         continue; // someone else wrote the key between our read and write: merge again
       }
-      if (phase === "finished" && prev?.phase !== "finished") {
-        await this.reconcile(run);
+      if (finishing) {
         await this.o.actor.publishEvent({
           run,
           kind: "finished",

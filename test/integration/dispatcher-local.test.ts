@@ -8,7 +8,7 @@ let rig: DispatchRig;
 const TASK = fileURLToPath(new URL("../fixtures/dispatcher-task.mjs", import.meta.url));
 
 before(async () => {
-  rig = await startRig([{ id: "ok" }, { id: "dies" }]);
+  rig = await startRig([{ id: "ok" }, { id: "dies" }, { id: "killed" }]);
   await rig.dispatcher({
     backend: new LocalBackend({ command: [process.execPath, TASK], natsUrl: rig.nats.url }),
     extra: { retryDelaysMs: [100, 100, 100] },
@@ -47,5 +47,25 @@ describe("dispatcher local backend", () => {
     assert.match(died?.stderr ?? "", /task local1\/h__m__dies__r0\/0 pool=h__m key=\[REDACTED\]/);
     // HARNESS_ERROR is final at once: attempt 0 only.
     assert.ok(all.every((r) => r.attempt === 0));
+  });
+
+  it("a task process killed by a signal is an infrastructure stop: retried, never the model's HARNESS_ERROR", async () => {
+    await rig.submit({
+      name: "local2",
+      harnesses: [{ name: "h", adapter: "command" }],
+      models: [{ name: "m" }],
+      tasks: ["killed"],
+      parallel_runs: 1,
+      budget_usd: 1,
+    });
+    const results = await waitFor("the cell finishes", async () => {
+      const b = await budgetState(rig.client, "local2");
+      const r = await attemptResults(rig.client, "local2");
+      return b && Object.keys(b.open).length === 0 && r.length === 1 ? r : undefined;
+    });
+    await new Promise((r) => setTimeout(r, 800));
+    assert.equal((await attemptResults(rig.client, "local2")).length, 1, "no result for the killed attempt");
+    assert.equal(results[0]?.attempt, 1, "relaunched as attempt 1");
+    assert.equal(results[0]?.status, "EMPTY_PATCH");
   });
 });

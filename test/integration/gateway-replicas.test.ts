@@ -9,6 +9,7 @@ import { PriceTable } from "../../providers/pricing.js";
 import { SseParser } from "../../providers/sse.js";
 import type { TokenUsage } from "../../providers/types.js";
 import { type ScriptedProvider, startScriptedProvider } from "../../scripts/scripted-provider/index.js";
+import type { Db } from "../../store/db.js";
 import { type FreshDb, freshDb } from "../helpers/db.js";
 
 /*
@@ -208,4 +209,58 @@ test("one replica cut dead mid-run: no call lost; every billed call is in the lo
   assert.ok(flaggedCells > 0, "the cells whose calls died with the replica are flagged");
   await g.b.close();
   await g.provider.close();
+});
+
+test("a caller that leaves while its reservation is written: the call is never forwarded, its row settles at 0", async () => {
+  const provider = await startScriptedProvider({ keys: [UPSTREAM_KEY] });
+  const caller = new AbortController();
+  // The caller gives up while the reservation is being inserted, which takes a while.
+  const slowDb: Db = {
+    kind: fdb.db.kind,
+    close: () => fdb.db.close(),
+    transaction: (fn) => fdb.db.transaction(fn),
+    async query(sql, params) {
+      if (sql.includes("INSERT INTO gateway_spend_log")) {
+        caller.abort();
+        await new Promise((r) => setTimeout(r, 300));
+      }
+      return fdb.db.query(sql, params);
+    },
+  };
+  const gw = await startGateway({
+    db: slowDb,
+    runCapNanoUsd: async () => undefined,
+    aliases: {
+      sonnet: {
+        upstream: { provider: "anthropic", baseUrl: provider.url, apiKey: UPSTREAM_KEY },
+        model: MODEL,
+      },
+    },
+  });
+  try {
+    const run = "replicas-caller-gone";
+    const key = await createRunKey(fdb.db, run);
+    await assert.rejects(
+      request(`${gw.url}/v1/messages`, {
+        method: "POST",
+        headers: { "content-type": "application/json", "x-api-key": key, [GatewayHeaders.cell]: "cell-0" },
+        body: JSON.stringify({
+          model: "sonnet",
+          max_tokens: 100,
+          messages: [{ role: "user", content: "hi" }],
+        }),
+        signal: caller.signal,
+      }),
+    );
+    let rows: Array<{ status: string; cost: number }> = [];
+    for (let i = 0; i < 100 && !rows.some((r) => r.status !== "pending"); i++) {
+      await new Promise((r) => setTimeout(r, 50));
+      rows = await spendRows(run);
+    }
+    assert.deepEqual(rows, [{ status: "client_closed", cost: 0 }], "settled, at no cost");
+    assert.equal(provider.calls().length, 0, "nothing reached the provider");
+  } finally {
+    await gw.close();
+    await provider.close();
+  }
 });

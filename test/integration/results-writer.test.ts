@@ -3,8 +3,10 @@ import { spawn } from "node:child_process";
 import { after, before, describe, it } from "node:test";
 import { fileURLToPath } from "node:url";
 import { startResultsWriter } from "../../actors/results-writer/actor.js";
-import type { Actor } from "../../actors/runtime/actor.js";
+import { ProgressWriter } from "../../actors/results-writer/progress.js";
+import { Actor } from "../../actors/runtime/actor.js";
 import { openPlane, type Plane } from "../../actors/runtime/connect.js";
+import { createRunKey } from "../../gateway-sidecar/keys.js";
 import { silentLogger } from "../../protocol/log.js";
 import {
   type AttemptResult,
@@ -20,6 +22,7 @@ import {
 } from "../../protocol/messages.js";
 import { ProgressKeys, StateKeys, Subjects } from "../../protocol/subjects.js";
 import { Consumers, Streams } from "../../protocol/topology.js";
+import type { Db } from "../../store/db.js";
 import { usdToNanoNumber } from "../../store/money.js";
 import {
   getAttemptResult,
@@ -559,6 +562,58 @@ describe("results-writer", () => {
     await adopter.actor.stop();
     assert.equal(p.completed, 2);
     assert.equal(p.budgetNanoUsd, 5, "fields the writer does not own are kept");
+  });
+
+  it("a run is reconciled before its key says finished: a writer failing there leaves the run to the next", async () => {
+    const run = "reconciled-first";
+    await plan(run, [work(run, "a")]);
+    await setCellStatus(store.db, run, "a", "completed");
+    await createRunKey(store.db, run);
+    await admin.kv.jobs.put(StateKeys.runKey(run), "efk-plaintext-for-the-tasks");
+    await store.db.query("INSERT INTO run_results (run_name, cell_id) VALUES ($1, 'a')", [run]);
+    // The run's calls went through a gateway, so there is a reconciliation to do; the first try dies in it.
+    await store.db.query(
+      `INSERT INTO gateway_spend_log (request_id, run_name, cell_id, cost_nano_usd, status)
+       VALUES ($1, $2, 'a', 7, 'ok')`,
+      [`rq-${run}`, run],
+    );
+    let failing = true;
+    const db: Db = {
+      kind: store.db.kind,
+      close: () => store.db.close(),
+      transaction: (fn) => store.db.transaction(fn),
+      query(sql, params) {
+        if (failing && sql.includes("FROM gateway_spend_log"))
+          return Promise.reject(new Error("writer killed mid-reconciliation"));
+        return store.db.query(sql, params);
+      },
+    };
+    const actor = new Actor("results-writer", admin, log);
+    const pw = new ProgressWriter({
+      kv: admin.kv.progress,
+      jobs: admin.kv.jobs,
+      jsm: admin.jsm,
+      db,
+      log,
+      actor,
+    });
+    await assert.rejects(pw.updateRun(run), /mid-reconciliation/);
+    assert.notEqual((await progress(run))?.phase, "finished", "not finished before it is reconciled");
+    failing = false;
+    assert.equal(await pw.updateRun(run), true);
+    assert.equal((await progress(run))?.phase, "finished");
+    assert.equal(
+      await count("SELECT count(*) AS n FROM reconciliation_results WHERE run_name = $1 AND flagged", [run]),
+      1,
+      "reconciled: the gateway's 7 nano-USD against an empty ledger is flagged",
+    );
+    assert.equal(
+      await count("SELECT count(*) AS n FROM virtual_keys WHERE run_name = $1 AND revoked_at IS NULL", [run]),
+      0,
+      "the run's key is revoked",
+    );
+    const handed = await admin.kv.jobs.get(StateKeys.runKey(run));
+    assert.ok(handed?.operation !== "PUT", "and no longer handed to tasks");
   });
 
   it("two replicas land a bulk run with totals that match the ledger (throughput diagnostic)", async (t) => {

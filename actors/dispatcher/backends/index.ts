@@ -30,7 +30,9 @@ export function parseMix(text: string): Partial<Record<AttemptStatus, number>> {
 /**
  * The launch backend chosen by the environment: EVALFLEET_BACKEND=local (default: a process per attempt running
  * `evalfleet task`) or sim (in-process simulated harness; EVALFLEET_SIM_CALLS, EVALFLEET_SIM_THINK_MS,
- * EVALFLEET_SIM_MIX). ECS needs account settings: build an EcsBackend (./ecs.ts) and pass it to startDispatcher.
+ * EVALFLEET_SIM_MIX; its shims forward where a task's would, EVALFLEET_UPSTREAM_URL with the run's key, else to a
+ * scripted provider of its own). ECS needs account settings: build an EcsBackend (./ecs.ts) and pass it to
+ * startDispatcher.
  */
 export function backendFromEnv(
   plane: Plane,
@@ -45,6 +47,14 @@ export function backendFromEnv(
       calls: Number(env.EVALFLEET_SIM_CALLS ?? 1),
       thinkMs: Number(env.EVALFLEET_SIM_THINK_MS ?? 50),
       ...(env.EVALFLEET_SIM_MIX ? { mix: parseMix(env.EVALFLEET_SIM_MIX) } : {}),
+      ...(env.EVALFLEET_UPSTREAM_URL
+        ? {
+            upstream: {
+              url: env.EVALFLEET_UPSTREAM_URL,
+              ...(env.EVALFLEET_RUN_KEY ? { key: env.EVALFLEET_RUN_KEY } : {}),
+            },
+          }
+        : {}),
     });
   }
   if (kind === "local") {

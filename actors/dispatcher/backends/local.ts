@@ -28,6 +28,8 @@ interface LocalTask {
   stdout: string;
   stderr: string;
   killTimer?: NodeJS.Timeout;
+  /** stop() was called: an exit by signal is then ours */
+  stopRequested?: boolean;
 }
 
 const REPO = fileURLToPath(new URL("../../../", import.meta.url));
@@ -104,6 +106,11 @@ export class LocalBackend implements LaunchBackend {
     child.once("exit", (code, sig) => {
       if (task.killTimer) clearTimeout(task.killTimer);
       task.phase = "stopped";
+      // The task is evalfleet's own process (the harness runs in a group of its own under it): killed by a signal
+      // nobody here sent (the OOM killer, an operator, the host going down), the attempt never got to finish — an
+      // infrastructure stop to retry, like a spot interruption, never the model's failure.
+      if (sig !== null && !task.stopRequested)
+        task.stop ??= { kind: "retryable", reason: `task process killed by ${sig}`, neverStarted: false };
       task.stop ??= { kind: "exited", exitCode: code ?? 128 + signalNumber(sig) };
     });
     this.log.debug({ ref, pid: child.pid, handle }, "local task started");
@@ -133,6 +140,7 @@ export class LocalBackend implements LaunchBackend {
       const t = this.tasks.get(h);
       if (!t || t.phase === "stopped") continue;
       this.log.info({ handle: h, reason }, "stopping local task");
+      t.stopRequested = true;
       t.child.kill("SIGTERM");
       t.killTimer = setTimeout(() => t.child.kill("SIGKILL"), this.opts.stopGraceMs ?? 10_000);
       t.killTimer.unref();
@@ -146,6 +154,7 @@ export class LocalBackend implements LaunchBackend {
         (t) =>
           new Promise<void>((resolve) => {
             t.child.once("exit", () => resolve());
+            t.stopRequested = true;
             t.child.kill("SIGTERM");
             setTimeout(() => t.child.kill("SIGKILL"), 2_000).unref();
           }),

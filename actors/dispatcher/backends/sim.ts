@@ -4,9 +4,11 @@ import type { JetStreamClient } from "@nats-io/jetstream";
 import type { KV } from "@nats-io/kv";
 import type { ObjectStore } from "@nats-io/obj";
 import type { NatsConnection } from "@nats-io/transport-node";
+import { ErrorCode, EvalfleetError } from "../../../protocol/errors.js";
 import { type Logger, silentLogger } from "../../../protocol/log.js";
 import { type AttemptStatus, type CellWork, CellWorkSchema, type Usage } from "../../../protocol/messages.js";
 import { BlobNames, StateKeys } from "../../../protocol/subjects.js";
+import { fetchRunKey } from "../../../shim/task/job.js";
 import { makeAttemptResult, publishAttemptResult, ZERO_USAGE } from "../results.js";
 import type { JobRef, LaunchBackend, StopClass, TaskState } from "./types.js";
 
@@ -29,8 +31,11 @@ export interface SimBackendOptions {
   outcome?: (ref: JobRef) => AttemptStatus;
   /** weights per status, picked deterministically from (run, cell, attempt) */
   mix?: Partial<Record<AttemptStatus, number>>;
-  /** the provider the shim forwards to; default: a scripted provider started on first use */
-  upstream?: { url: string; key: string };
+  /**
+   * Where the shim forwards: a gateway (or provider) base URL, with `key` when given, else the run's gateway key
+   * from the jobs bucket as `evalfleet task` reads it. Default: a scripted provider started on first use.
+   */
+  upstream?: { url: string; key?: string };
   /** tokens each scripted reply reports (default 1000 in / 100 out) */
   usagePerCall?: { input: number; output: number };
   /** with calls = 0: the usage every attempt reports */
@@ -144,8 +149,9 @@ export class SimBackend implements LaunchBackend {
     let status = this.pick(ref);
     let usage: Usage = this.opts.syntheticUsage ?? ZERO_USAGE;
     let errorMessage: string | null = null;
+    let failure: string | null = null;
     try {
-      if (calls > 0) usage = await this.meteredCalls(ref, calls, think, signal);
+      if (calls > 0) ({ usage, failure } = await this.meteredCalls(ref, calls, think, signal));
       else await sleep(think, undefined, { signal });
     } catch (err) {
       if (!signal.aborted) throw err;
@@ -154,6 +160,11 @@ export class SimBackend implements LaunchBackend {
     if (signal.aborted) {
       status = "HARNESS_ERROR";
       errorMessage = `stopped: ${task.stopReason ?? "stop requested"}`;
+    } else if (failure) {
+      // A harness whose model call failed outright (the shim cut the connection) crashes: its result still
+      // carries what the calls so far were metered at.
+      status = "HARNESS_ERROR";
+      errorMessage = `sim harness: model call failed: ${failure}`;
     } else if (status === "HARNESS_ERROR") errorMessage = "simulated harness error";
     else if (status === "TIMEOUT") errorMessage = "simulated harness timeout";
     let patchRef: string | null = null;
@@ -181,26 +192,36 @@ export class SimBackend implements LaunchBackend {
     task.stop = { kind: "exited", exitCode: exitCode ?? 124 };
   }
 
-  /** `calls` real calls through a real shim (ledger rows, progress, pricing), think time spread between them. */
+  /**
+   * `calls` real calls through a real shim (ledger rows, progress, pricing), think time spread between them. A call
+   * that fails outright ends the calls (`failure`); the usage is the shim's either way.
+   */
   private async meteredCalls(
     ref: JobRef,
     calls: number,
     thinkMs: number,
     signal: AbortSignal,
-  ): Promise<Usage> {
+  ): Promise<{ usage: Usage; failure: string | null }> {
     const work = await this.job(ref);
     const shimMod = await this.shimModule();
     const upstream = await this.upstream();
     if (!shimMod || !upstream) {
       await sleep(thinkMs, undefined, { signal });
-      return this.opts.syntheticUsage ?? ZERO_USAGE;
+      return { usage: this.opts.syntheticUsage ?? ZERO_USAGE, failure: null };
     }
+    // Like a harness task: an explicit key wins, else the run's gateway key the planner left in the jobs bucket.
+    const key = upstream.key ?? (await fetchRunKey(this.opts.plane.kv.jobs, ref.runName));
+    if (!key)
+      throw new EvalfleetError(
+        ErrorCode.InvalidConfig,
+        `no run key: the jobs bucket has none for run ${ref.runName}`,
+      );
     const shim = await shimMod.startShim({
       upstream: upstream.url,
       run: ref.runName,
       cell: ref.cellId,
       attempt: ref.attempt,
-      providerKey: upstream.key,
+      providerKey: key,
       nc: this.opts.plane.nc,
       pool: ref.pool,
       traceId: work?.traceId ?? ref.cellId,
@@ -210,6 +231,7 @@ export class SimBackend implements LaunchBackend {
       upstreamConnections: 4,
       logger: this.log,
     });
+    let failure: string | null = null;
     try {
       const gap = thinkMs / (calls + 1);
       for (let i = 0; i < calls; i++) {
@@ -224,18 +246,20 @@ export class SimBackend implements LaunchBackend {
           body: JSON.stringify({
             model: work?.model ?? "claude-sonnet-4-5",
             max_tokens: 256,
-            messages: [{ role: "user", content: `fix ${ref.cellId} (call ${i})` }],
+            messages: [{ role: "user", content: `fix ${ref.cellId} attempt ${ref.attempt} (call ${i})` }],
           }),
           signal,
         });
         await res.arrayBuffer();
       }
       await sleep(gap, undefined, { signal });
+    } catch (err) {
+      if (!signal.aborted) failure = err instanceof Error ? err.message : String(err);
     } finally {
       await shim.close();
     }
     const t = shim.totals();
-    return {
+    const usage: Usage = {
       inputTokens: t.inputTokens,
       outputTokens: t.outputTokens,
       cacheReadTokens: t.cacheReadTokens,
@@ -244,6 +268,7 @@ export class SimBackend implements LaunchBackend {
       costNanoUsd: t.costNanoUsd,
       calls: t.calls,
     };
+    return { usage, failure };
   }
 
   private async job(ref: JobRef): Promise<CellWork | null> {
@@ -262,7 +287,7 @@ export class SimBackend implements LaunchBackend {
     return this.shimMod;
   }
 
-  private async upstream(): Promise<{ url: string; key: string } | null> {
+  private async upstream(): Promise<{ url: string; key?: string } | null> {
     if (this.opts.upstream) return this.opts.upstream;
     this.provider ??= (async () => {
       const mod: ProviderModule = await import("../../../scripts/scripted-provider/index.js");
