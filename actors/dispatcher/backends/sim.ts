@@ -4,6 +4,7 @@ import type { JetStreamClient } from "@nats-io/jetstream";
 import type { KV } from "@nats-io/kv";
 import type { ObjectStore } from "@nats-io/obj";
 import type { NatsConnection } from "@nats-io/transport-node";
+import { Client } from "undici";
 import { ErrorCode, EvalfleetError } from "../../../protocol/errors.js";
 import { type Logger, silentLogger } from "../../../protocol/log.js";
 import { type AttemptStatus, type CellWork, CellWorkSchema, type Usage } from "../../../protocol/messages.js";
@@ -232,11 +233,15 @@ export class SimBackend implements LaunchBackend {
       logger: this.log,
     });
     let failure: string | null = null;
+    // One keep-alive connection per simulated harness, as a CLI holds; undici's request, not fetch: thousands of
+    // these run in one process under bench:scale, where fetch's per-call streams were most of the harness's CPU.
+    const harness = new Client(shim.url, { pipelining: 1 });
     try {
       const gap = thinkMs / (calls + 1);
       for (let i = 0; i < calls; i++) {
         await sleep(gap, undefined, { signal });
-        const res = await fetch(`${shim.url}/v1/messages`, {
+        const res = await harness.request({
+          path: "/v1/messages",
           method: "POST",
           headers: {
             "content-type": "application/json",
@@ -250,12 +255,13 @@ export class SimBackend implements LaunchBackend {
           }),
           signal,
         });
-        await res.arrayBuffer();
+        await res.body.arrayBuffer();
       }
       await sleep(gap, undefined, { signal });
     } catch (err) {
       if (!signal.aborted) failure = err instanceof Error ? err.message : String(err);
     } finally {
+      await harness.close().catch(() => {});
       await shim.close();
     }
     const t = shim.totals();
