@@ -113,6 +113,13 @@ function openPostgres(url: string, opts: OpenDbOptions, log: Logger): Db {
         throw asRetryable(err);
       }
       let broken: Error | undefined;
+      // A checked-out client has none of the pool's listeners: a connection that dies meanwhile (PostgreSQL
+      // restarting) emits 'error' on it, which unheard would crash the process. The statement in flight fails by
+      // itself; the client is only marked broken, so it is destroyed, not handed to the next caller.
+      const onError = (err: Error) => {
+        broken ??= err;
+      };
+      client.on("error", onError);
       try {
         await run(client, "BEGIN");
         const result = await fn(txDb("postgres", (s, p) => run(client, s, p)));
@@ -127,6 +134,7 @@ function openPostgres(url: string, opts: OpenDbOptions, log: Logger): Db {
         }
         throw err;
       } finally {
+        client.off("error", onError);
         client.release(broken);
       }
     },
@@ -155,9 +163,12 @@ export function isTransientDbError(err: unknown): boolean {
   if (code !== undefined) {
     return code.startsWith("08") || RETRYABLE_SQLSTATE.has(code) || RETRYABLE_NODE.has(code);
   }
-  // pg raises these two without any code; the message is the only signal it gives.
+  // pg raises these without any code; the message is the only signal it gives (the last one: a statement on a
+  // checked-out client whose connection already died).
   const msg = err instanceof Error ? err.message : "";
-  return /^Connection terminated|timeout exceeded when trying to connect/.test(msg);
+  return /^Connection terminated|timeout exceeded when trying to connect|^Client has encountered a connection error/.test(
+    msg,
+  );
 }
 
 function asRetryable(err: unknown): unknown {

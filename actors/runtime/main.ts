@@ -14,7 +14,12 @@ export async function openResultsDb(opts: { url?: string; dataDir?: string; log:
     ...(opts.dataDir ? { dataDir: opts.dataDir } : {}),
     log: opts.log,
   });
-  await migrate(db, { log: opts.log });
+  try {
+    await migrate(db, { log: opts.log });
+  } catch (err) {
+    await db.close().catch(() => {});
+    throw err;
+  }
   return db;
 }
 
@@ -43,13 +48,24 @@ export async function startActors(
       name: `evalfleet-${names.join("+")}`,
       ...(opts.servers ? { servers: opts.servers } : {}),
     }));
-  const db = opts.db ?? (await openResultsDb({ log: opts.log }));
-  const ctx: ActorContext = { plane, db, log: opts.log };
   const actors: Actor[] = [];
-  for (const name of names) {
-    const start = ACTORS[name]!;
-    actors.push(await start({ ...ctx, log: opts.log.child({ actor: name }) }));
+  let db: Db | undefined;
+  try {
+    db = opts.db ?? (await openResultsDb({ log: opts.log }));
+    const ctx: ActorContext = { plane, db, log: opts.log };
+    for (const name of names) {
+      const start = ACTORS[name]!;
+      actors.push(await start({ ...ctx, log: opts.log.child({ actor: name }) }));
+    }
+  } catch (err) {
+    // Close what was opened: a NATS connection left open keeps the process alive, doing nothing, where a
+    // supervisor must see it exit (PostgreSQL still restarting is the usual cause) and start it again.
+    await Promise.allSettled(actors.map((a) => a.stop()));
+    if (!opts.db) await db?.close().catch(() => {});
+    if (!opts.plane) await plane.close().catch(() => {});
+    throw err;
   }
+  const ctx: ActorContext = { plane, db, log: opts.log };
   return {
     actors,
     ctx,

@@ -5,6 +5,7 @@ import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { loadTaskLibrary } from "../../actors/planner/library.js";
+import { startNats } from "../helpers/nats.js";
 
 const ROOT = resolve(import.meta.dirname, "../..");
 const DATASET = resolve(ROOT, "../shared/conformance/swebench/instances/swe-bench-verified-100__vexp.jsonl");
@@ -53,6 +54,23 @@ describe("evalfleet CLI", () => {
     assert.match(r.err, /harnesses: list at least one harness/);
     assert.match(r.err, /repeats: must be at least 1/);
     assert.equal(cli("no-such-command").code, 2);
+  });
+
+  it("an actor that cannot start (PostgreSQL unreachable) exits non-zero instead of lingering", async () => {
+    const nats = await startNats();
+    try {
+      const r = spawnSync(process.execPath, [join(ROOT, "bin/evalfleet.js"), "actor", "planner"], {
+        encoding: "utf8",
+        cwd: ROOT,
+        timeout: 30_000,
+        env: { ...process.env, NATS_URL: nats.url, DATABASE_URL: "postgres://postgres@127.0.0.1:1/none" },
+      });
+      assert.equal(r.signal, null, "it exited by itself (a supervisor can start it again)");
+      assert.equal(r.status, 1);
+      assert.match(r.stderr, /database unavailable/);
+    } finally {
+      await nats.cleanup();
+    }
   });
 
   it("tasks import writes a library from SWE-bench dataset records", async () => {
