@@ -30,11 +30,15 @@ export function reportError(err: unknown): number {
 }
 
 async function main(): Promise<void> {
-  // `evalfleet plan x --json | head` closes stdout early; that is not an error.
-  process.stdout.on("error", (err: NodeJS.ErrnoException) => {
-    if (err.code === "EPIPE") process.exit(0);
-    throw err;
-  });
+  // `evalfleet plan x --json | head` closes stdout early; that is not an error. A task whose launcher went away
+  // (a local dispatcher killed) has lost both pipes: it carries on, its result goes to NATS and its output to
+  // nobody — exiting there would end the attempt halfway, with ledger rows still unsent.
+  const task = process.argv[2] === "task";
+  for (const stream of task ? [process.stdout, process.stderr] : [process.stdout])
+    stream.on("error", (err: NodeJS.ErrnoException) => {
+      if (err.code !== "EPIPE") throw err;
+      if (!task) process.exit(0);
+    });
   try {
     await (await buildProgram(process.argv)).parseAsync(process.argv);
   } catch (err) {

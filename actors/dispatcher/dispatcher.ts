@@ -65,6 +65,8 @@ export class Dispatcher {
   private readonly resulted = new Set<string>();
   /** attempts whose backend launch is in progress in this process */
   private readonly launching = new Set<string>();
+  /** attempts this process launched, with their handles (bounded like `resulted`) */
+  private readonly launched = new Map<string, string>();
 
   private readonly status: StatusWriter;
 
@@ -160,12 +162,12 @@ export class Dispatcher {
   async ensureLaunched(run: string, cellId: string, attempt: number, signal: AbortSignal): Promise<void> {
     const c = await this.d.claims.get(run, cellId, attempt);
     if (!c || c.claim.launchedAt || this.launching.has(key(run, cellId, attempt))) return;
-    const ours = this.inflight.get(key(run, cellId, attempt));
-    if (ours) {
+    const handle = this.launched.get(key(run, cellId, attempt));
+    if (handle) {
       // Launched here, but the claim's record of it was lost (NATS went away before the write landed, so the cell
-      // message came back): record it now. Launching again would start a second task on the same attempt, whose
-      // fresh workdir pulls the first one's out from under it.
-      await this.recordLaunch(run, cellId, attempt, c.claim, ours.handle);
+      // message came back): record it now, even if the task is over. Launching again would start a second task on
+      // the same attempt, whose fresh workdir pulls the first one's out from under it.
+      await this.recordLaunch(run, cellId, attempt, c.claim, handle);
       return;
     }
     const stale = Date.now() - Date.parse(c.claim.at) >= this.d.staleClaimMs;
@@ -174,6 +176,27 @@ export class Dispatcher {
         ErrorCode.Conflict,
         `attempt ${attempt} of ${cellId} is being launched elsewhere`,
       );
+    // A replica that died between launching and recording the launch can leave its task running (a local process
+    // outlives its dispatcher): record that task as the launch, still under the dead replica's name, so the reaper
+    // watches it like any orphan — never a second task on the same attempt.
+    const found =
+      c.claim.by === this.d.id
+        ? undefined
+        : await this.d.backend.find?.({ runName: run, cellId, attempt, pool: c.claim.pool });
+    if (found) {
+      const adopted: Claim = {
+        ...c.claim,
+        handle: found,
+        backend: this.d.backend.name,
+        launchedAt: new Date().toISOString(),
+      };
+      if (await this.d.claims.takeOver(run, cellId, attempt, adopted, c.revision))
+        this.d.log.warn(
+          { run, cellId, attempt, handle: found },
+          "a dead replica's unrecorded task is running",
+        );
+      return;
+    }
     const mine: Claim = { ...c.claim, by: this.d.id, at: new Date().toISOString() };
     if (!(await this.d.claims.takeOver(run, cellId, attempt, mine, c.revision))) return;
     this.d.log.info(
@@ -215,6 +238,7 @@ export class Dispatcher {
       [res] = await this.d.backend.launch([ref], signal);
       if (res?.handle) {
         this.inflight.set(k, { ref, handle: res.handle, base: claim.base });
+        this.rememberLaunch(k, res.handle);
         await this.recordLaunch(run, cellId, attempt, claim, res.handle);
       }
     } finally {
@@ -407,6 +431,15 @@ export class Dispatcher {
         mine.map((f) => f.handle),
         "run cancelled",
       );
+  }
+
+  private rememberLaunch(k: string, handle: string): void {
+    this.launched.set(k, handle);
+    if (this.launched.size > 100_000)
+      for (const old of this.launched.keys()) {
+        this.launched.delete(old);
+        if (this.launched.size <= 50_000) break;
+      }
   }
 
   private rememberResult(k: string): void {

@@ -74,7 +74,14 @@ export async function reapOnce(d: ReaperDeps, signal: AbortSignal): Promise<numb
       const cell = await d.claims.cell(state.run, cellId);
       if (!cell || cell.final) continue;
       const c = await d.claims.get(state.run, cellId, cell.latest);
-      if (!c?.claim.launchedAt || (await alive(c.claim.by))) continue;
+      if (!c || (await alive(c.claim.by))) continue;
+      if (!c.claim.launchedAt) {
+        // Claimed by a replica that died before it recorded a launch. Its cell message may be acked already (or a
+        // take-over lost a compare-and-set to a stale read), and then nothing else would ever launch the attempt.
+        await d.dispatcher.ensureLaunched(state.run, cellId, cell.latest, signal);
+        reaped++;
+        continue;
+      }
       const handle = c.claim.handle ?? "";
       // The task may outlive its dispatcher (an ECS task, a local process): while it runs, its result will come.
       const seen = handle ? (await d.backend.observe([handle]).catch(() => []))[0] : undefined;

@@ -1,34 +1,50 @@
 /**
- * `npm run test:chaos`: a 2,000-cell sim run with every kind of process SIGKILLed at seeded random moments, and
- * nats-server and PostgreSQL crashed and restarted; then the invariants. Prints what was killed when and the checks
- * as a table; the last line is one JSON object; exits 1 when a check fails. Bounded to ~10 minutes; removes every
- * process and temp dir it made on any exit.
+ * `npm run test:chaos`: runs with every kind of process SIGKILLed at seeded random moments, and nats-server and
+ * PostgreSQL crashed and restarted; then the invariants (checks.ts). Three scenarios, chosen with CHAOS_MODES
+ * (default all, in this order):
  *
- * Env: CHAOS_SEED (default random, printed), CHAOS_CELLS_REPEATS (default 5 → 2,000 cells), DATABASE_URL (used only
- * when no private PostgreSQL can be made with initdb / pg_ctl; then PostgreSQL is not restarted).
+ * - `single`: 2,000 cells on the sim backend, one nats-server;
+ * - `cluster`: 1,200 cells on the sim backend, a three-node NATS cluster (streams with three replicas);
+ * - `local`: 200 cells on the local backend: real `evalfleet task` processes with their shims and a command-adapter
+ *   harness; one task is SIGKILLed while a call of its is in flight.
+ *
+ * In every scenario each model call goes harness → shim → a balancer in front of two gateway replicas (the run's
+ * key, made at plan time and read from KV) → the scripted provider, whose bill the ledger is checked against.
+ * Prints what was killed when and the checks as a table; the last line is one JSON object; exits 1 when a check
+ * fails. Bounded to ~20 minutes; removes every process and temp dir it made on any exit.
+ *
+ * Env: CHAOS_SEED (default random, printed), CHAOS_MODES, CHAOS_CELLS_REPEATS (single, default 5 → 2,000 cells),
+ * CHAOS_CLUSTER_REPEATS (default 3 → 1,200), CHAOS_LOCAL_REPEATS (default 10 → 200), CHAOS_LOG_DIR (keep the
+ * processes' logs there), DATABASE_URL (used only when no private PostgreSQL can be made with initdb / pg_ctl; then
+ * PostgreSQL is not restarted).
  */
 import { randomBytes } from "node:crypto";
-import { chmod, mkdtemp, rm, writeFile } from "node:fs/promises";
+import { chmod, mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { fileURLToPath } from "node:url";
 import pg from "pg";
-import type { BudgetState } from "../../actors/dispatcher/budget.js";
-import { openPlane, type Plane } from "../../actors/runtime/connect.js";
-import { ProgressKeys, StateKeys, Subjects } from "../../protocol/subjects.js";
-import { Consumers, Streams } from "../../protocol/topology.js";
-import { freePort } from "../../scripts/local/nats-server.js";
-import { type ScriptedProvider, startScriptedProvider } from "../../scripts/scripted-provider/index.js";
+import { openPlane } from "../../actors/runtime/connect.js";
+import { ProgressKeys, Subjects } from "../../protocol/subjects.js";
+import {
+  type Reply,
+  type ScriptedProvider,
+  type ScriptedRequest,
+  startScriptedProvider,
+} from "../../scripts/scripted-provider/index.js";
 import { type Db, openDb, quoteIdent } from "../../store/db.js";
 import { migrate } from "../../store/migrations.js";
 import { startNats, startNatsCluster } from "../helpers/nats.js";
-import { PrivatePg, Proc, rng, waitForLog } from "./procs.js";
+import { startBalancer } from "./balancer.js";
+import { type Check, type Incident, runChecks } from "./checks.js";
+import { cellsBySlug, harnessCommand, localCallOf, TaskKiller, writeLocalLibrary } from "./local.js";
+import { killMarked, PrivatePg, Proc, rng, stablePort, waitForLog } from "./procs.js";
 
 const ROOT = fileURLToPath(new URL("../../", import.meta.url));
 const BIN = join(ROOT, "bin/evalfleet.js");
 const DISPATCHER_CHILD = join(ROOT, "test/chaos/dispatcher-child.ts");
-const HARD_LIMIT_MS = 9 * 60_000 + 45_000;
+const HARD_LIMIT_MS = 19 * 60_000 + 30_000;
 const POST_FINAL_WAIT_MS = 90_000;
 const UPSTREAM_KEY = "sk-chaos-upstream";
 const MODELS = [
@@ -43,21 +59,100 @@ const MODELS = [
     prices: { input_per_mtok: 1, output_per_mtok: 5, cache_read_per_mtok: 0.1, cache_write_per_mtok: 1.25 },
   },
 ];
-const TASKS = 100;
-const PARALLEL = 100;
-const MAX_COST_USD = 0.02;
-const BUDGET_USD = 15;
+/** Every process the run starts (and, through the environment, their children) carries this marker. */
+const MARK = { name: "EVALFLEET_CHAOS_RUN", value: `${process.pid}-${randomBytes(4).toString("hex")}` };
+
+type Mode = "single" | "cluster" | "local";
+interface ModeSpec {
+  backend: "sim" | "local";
+  natsNodes: number;
+  crashPostgres: boolean;
+  tasks: number;
+  harnesses: Array<{ name: string; adapter: string; settings?: Record<string, unknown> }>;
+  repeats: number;
+  parallel: number;
+  budgetUsd: number;
+  maxCostUsd: number;
+  timeoutSeconds: number;
+  /** the provider holds each call this long before answering (a call can be caught in flight) */
+  providerDelayMs: number;
+  /** kills land this long after the submission, at random */
+  killFromMs: number;
+  killToMs: number;
+  /** how long the run may take at most */
+  runMs: number;
+  /** what the scenario needs at least of the time limit */
+  needsMs: number;
+}
+
+const simHarnesses = [
+  { name: "sim-a", adapter: "sim" },
+  { name: "sim-b", adapter: "sim" },
+];
+const localHarness = (name: string, calls: number) => ({
+  name,
+  adapter: "command",
+  settings: { command: harnessCommand(calls), env: { [MARK.name]: MARK.value } },
+});
+const SPECS: Record<Mode, ModeSpec> = {
+  single: {
+    backend: "sim",
+    natsNodes: 1,
+    crashPostgres: true,
+    tasks: 100,
+    harnesses: simHarnesses,
+    repeats: Number(process.env.CHAOS_CELLS_REPEATS ?? 5),
+    parallel: 100,
+    budgetUsd: 15,
+    maxCostUsd: 0.02,
+    timeoutSeconds: 120,
+    providerDelayMs: 0,
+    killFromMs: 4_000,
+    killToMs: 70_000,
+    runMs: 270_000,
+    needsMs: 150_000,
+  },
+  cluster: {
+    backend: "sim",
+    natsNodes: 3,
+    crashPostgres: false,
+    tasks: 100,
+    harnesses: simHarnesses,
+    repeats: Number(process.env.CHAOS_CLUSTER_REPEATS ?? 3),
+    parallel: 100,
+    budgetUsd: 15,
+    maxCostUsd: 0.02,
+    timeoutSeconds: 120,
+    providerDelayMs: 0,
+    killFromMs: 4_000,
+    killToMs: 70_000,
+    runMs: 270_000,
+    needsMs: 150_000,
+  },
+  local: {
+    backend: "local",
+    natsNodes: 1,
+    crashPostgres: true,
+    tasks: 5,
+    harnesses: [localHarness("curl-3", 3), localHarness("curl-2", 2)],
+    repeats: Number(process.env.CHAOS_LOCAL_REPEATS ?? 10),
+    parallel: 8,
+    budgetUsd: 1.5,
+    maxCostUsd: 0.05,
+    timeoutSeconds: 120,
+    providerDelayMs: 400,
+    killFromMs: 10_000,
+    killToMs: 120_000,
+    runMs: 600_000,
+    needsMs: 240_000,
+  },
+};
 const SIM_CALLS = 3;
 
 interface Event {
   atMs: number;
   target: string;
   action: string;
-  detail: string;
-}
-interface Check {
-  name: string;
-  ok: boolean;
   detail: string;
 }
 
@@ -78,6 +173,8 @@ async function cleanup(): Promise<void> {
   cleaning ??= (async () => {
     await Promise.allSettled(procs.map((p) => p.kill("SIGKILL")));
     for (const p of procs) p.close();
+    // Tasks and harnesses a killed dispatcher or task left behind.
+    await killMarked(MARK.name, MARK.value).catch(() => 0);
     for (const c of cleanups.reverse()) await c().catch(() => {});
   })();
   await cleaning;
@@ -111,8 +208,8 @@ function report(extra: Record<string, unknown>): void {
   for (const e of events)
     lines.push(`${pad((e.atMs / 1000).toFixed(1), 8)} ${pad(e.target, 34)} ${pad(e.action, 14)} ${e.detail}`);
   lines.push("", "checks", "");
-  lines.push(`${pad("check", 72)} ${pad("result", 6)} detail`);
-  for (const c of checks) lines.push(`${pad(c.name, 72)} ${pad(c.ok ? "ok" : "FAIL", 6)} ${c.detail}`);
+  lines.push(`${pad("check", 78)} ${pad("result", 6)} detail`);
+  for (const c of checks) lines.push(`${pad(c.name, 78)} ${pad(c.ok ? "ok" : "FAIL", 6)} ${c.detail}`);
   lines.push("");
   process.stdout.write(`${lines.join("\n")}\n`);
   const ok = checks.length > 0 && checks.every((c) => c.ok);
@@ -133,20 +230,19 @@ const seed = Number(process.env.CHAOS_SEED ?? randomBytes(4).readUInt32BE(0));
 const rand = rng(seed);
 process.stderr.write(`chaos seed ${seed} (CHAOS_SEED=${seed} reproduces the schedule)\n`);
 
-type Mode = "single" | "cluster";
-
 async function main(): Promise<Record<string, unknown>> {
   const dir = await mkdtemp(join(tmpdir(), "ef-chaos-"));
   cleanups.push(() => rm(dir, { recursive: true, force: true }));
   await chmod(dir, 0o711); // a private PostgreSQL runs as the postgres user under it
-  const logDir = join(dir, "logs");
-  await (await import("node:fs/promises")).mkdir(logDir);
+  // CHAOS_LOG_DIR keeps every process's log after the run (it is removed with the temp dir otherwise).
+  const logDir = process.env.CHAOS_LOG_DIR ?? join(dir, "logs");
+  await mkdir(logDir, { recursive: true });
 
   // PostgreSQL: a private instance we may crash, else DATABASE_URL (then never restarted).
   let adminUrl: string;
   let privatePg: PrivatePg | undefined;
   try {
-    privatePg = await PrivatePg.create(join(dir, "pg"), await freePort());
+    privatePg = await PrivatePg.create(join(dir, "pg"), await stablePort());
     const p = privatePg;
     cleanups.push(() => p.stop());
     adminUrl = p.adminUrl;
@@ -161,24 +257,34 @@ async function main(): Promise<Record<string, unknown>> {
     adminUrl = url;
     note("postgres", "using", "DATABASE_URL (no private instance: PostgreSQL will not be restarted)");
   }
-  const modes = (process.env.CHAOS_MODES ?? "single,cluster")
+  const modes = (process.env.CHAOS_MODES ?? "single,cluster,local")
     .split(",")
-    .filter((m): m is Mode => m === "single" || m === "cluster");
+    .filter((m): m is Mode => m in SPECS);
   const out: Record<string, unknown> = {};
   for (const mode of modes) {
+    const spec = SPECS[mode];
     const left = t0 + HARD_LIMIT_MS - Date.now();
-    if (left < 150_000) {
+    if (left < spec.needsMs) {
       note(mode, "skipped", `only ${Math.round(left / 1000)} s left of the time limit`);
       checks.push({ name: `[${mode}] scenario ran`, ok: false, detail: "skipped: not enough time left" });
       continue;
     }
-    out[mode] = await scenario(mode, dir, logDir, adminUrl, privatePg, Math.min(left - 75_000, 270_000));
+    out[mode] = await scenario(
+      mode,
+      spec,
+      dir,
+      logDir,
+      adminUrl,
+      privatePg,
+      Math.min(left - 75_000, spec.runMs),
+    );
   }
   return out;
 }
 
 async function scenario(
   mode: Mode,
+  spec: ModeSpec,
   dir0: string,
   logDir0: string,
   adminUrl: string,
@@ -187,8 +293,8 @@ async function scenario(
 ): Promise<Record<string, unknown>> {
   const dir = join(dir0, mode);
   const logDir = join(logDir0, mode);
-  await (await import("node:fs/promises")).mkdir(dir, { recursive: true });
-  await (await import("node:fs/promises")).mkdir(logDir, { recursive: true });
+  await mkdir(dir, { recursive: true });
+  await mkdir(logDir, { recursive: true });
   const dbName = `ef_chaos_${mode}_${process.pid}_${randomBytes(3).toString("hex")}`;
   await adminSql(adminUrl, `CREATE DATABASE ${quoteIdent(dbName)}`);
   cleanups.push(() => adminSql(adminUrl, `DROP DATABASE IF EXISTS ${quoteIdent(dbName)} WITH (FORCE)`));
@@ -200,46 +306,47 @@ async function scenario(
   await migrate(db);
 
   // nats-server (or a three-node cluster, streams with three replicas), temp stores that survive restarts.
-  process.env.EVALFLEET_STREAM_REPLICAS = mode === "cluster" ? "3" : "1";
-  const nats = mode === "cluster" ? await startNatsCluster(3) : await startNats();
+  const replicas = spec.natsNodes > 1 ? "3" : "1";
+  process.env.EVALFLEET_STREAM_REPLICAS = replicas;
+  // Ports below the ephemeral range: a restart must find its port free.
+  const nats =
+    spec.natsNodes > 1
+      ? await startNatsCluster(spec.natsNodes, { port: stablePort })
+      : await startNats({ port: stablePort });
   cleanups.push(() => nats.cleanup());
   const natsUrl = nats.servers.join(",");
   note(`${mode}: nats`, "started", natsUrl);
   const client = await openPlane({ servers: nats.servers, name: "chaos-client" });
   cleanups.push(() => client.close());
 
-  // The scripted provider: the bill the ledger must equal.
+  // The scripted provider: the bill the ledger must equal. In the local scenario it also kills a task mid-call.
+  const killer = spec.backend === "local" ? new TaskKiller(MARK, t0) : undefined;
+  const reply: Reply = {
+    text: "ok",
+    usage: { input: 1_000, output: 100 },
+    ...(spec.providerDelayMs > 0 ? { firstByteDelayMs: spec.providerDelayMs } : {}),
+  };
   const provider: ScriptedProvider = await startScriptedProvider({
     keys: [UPSTREAM_KEY],
-    scenario: { text: "ok", usage: { input: 1_000, output: 100 } },
+    scenario: (req: ScriptedRequest) => {
+      killer?.onCall(req);
+      return reply;
+    },
   });
   cleanups.push(() => provider.close());
 
-  // The task library: swe tasks the sim can "fix".
+  // The task library: swe tasks the sim can "fix", or copies of the sample calc task for real tasks.
   const lib = join(dir, "tasks");
-  await (await import("node:fs/promises")).mkdir(lib);
-  for (let i = 0; i < TASKS; i++) {
-    const id = `chaos-${String(i).padStart(3, "0")}`;
-    await writeFile(join(lib, `${id}.yaml`), `id: ${id}\ntrack: swe\n`);
-  }
+  await mkdir(lib);
+  if (spec.backend === "local") await writeLocalLibrary(ROOT, lib, spec.tasks);
+  else
+    for (let i = 0; i < spec.tasks; i++) {
+      const id = `chaos-${String(i).padStart(3, "0")}`;
+      await writeFile(join(lib, `${id}.yaml`), `id: ${id}\ntrack: swe\n`);
+    }
 
-  const baseEnv: NodeJS.ProcessEnv = {
-    ...process.env,
-    NATS_URL: natsUrl,
-    EVALFLEET_STREAM_REPLICAS: mode === "cluster" ? "3" : "1",
-    DATABASE_URL: dbUrl,
-    EVALFLEET_LOG_LEVEL: "warn",
-    EVALFLEET_UPSTREAM_URL: provider.url,
-    EVALFLEET_WORKDIR: join(dir, "work"),
-    EVALFLEET_GIT_MIRRORS: join(dir, "mirrors"),
-  };
-  const mk = (name: string, cmd: string, args: string[], env: NodeJS.ProcessEnv = {}) => {
-    const p = new Proc(`${mode}: ${name}`, cmd, args, { ...baseEnv, ...env }, join(logDir, `${name}.log`));
-    procs.push(p);
-    return p;
-  };
-
-  // Gateway replicas in front of the scripted provider.
+  // Two gateway replicas in front of the scripted provider, one balancer in front of them: the upstream every
+  // shim forwards to, with the run's key.
   const gwConfig = join(dir, "gateway.json");
   await writeFile(
     gwConfig,
@@ -252,7 +359,60 @@ async function scenario(
       ),
     }),
   );
-  const gwPorts = [await freePort(), await freePort()];
+  const gwPorts = [await stablePort(), await stablePort()];
+  const balancer = await startBalancer(gwPorts);
+  cleanups.push(() => balancer.close());
+
+  const baseEnv: NodeJS.ProcessEnv = {
+    ...process.env,
+    [MARK.name]: MARK.value,
+    NATS_URL: natsUrl,
+    EVALFLEET_STREAM_REPLICAS: replicas,
+    DATABASE_URL: dbUrl,
+    EVALFLEET_LOG_LEVEL: "warn",
+    EVALFLEET_UPSTREAM_URL: balancer.url,
+    EVALFLEET_WORKDIR: join(dir, "work"),
+    EVALFLEET_GIT_MIRRORS: join(dir, "mirrors"),
+  };
+  // Nothing may carry a key of its own: tasks (and the sim) read the run's key from KV.
+  delete baseEnv.EVALFLEET_RUN_KEY;
+  // What was down when (toMs is Infinity until it is back).
+  const incidents: Incident[] = [];
+  const outage = (kind: Incident["kind"]) => {
+    const i: Incident = { kind, fromMs: Date.now(), toMs: Number.POSITIVE_INFINITY };
+    incidents.push(i);
+    return () => {
+      i.toMs = Date.now();
+    };
+  };
+  // A process that dies by itself is restarted a second later, as a supervisor (ECS) would. Exiting at start
+  // because PostgreSQL or NATS is down is what an actor should do; any other death is a finding (a failed check).
+  const crashes: string[] = [];
+  let over = false;
+  const mk = (name: string, cmd: string, args: string[], env: NodeJS.ProcessEnv = {}) => {
+    const p = new Proc(`${mode}: ${name}`, cmd, args, { ...baseEnv, ...env }, join(logDir, `${name}.log`));
+    p.onCrash = (how, upMs) => {
+      if (over) return;
+      const startedAt = Date.now() - upMs;
+      const down = incidents.find(
+        (i) =>
+          (i.kind === "postgres" || i.kind === "nats-server") &&
+          upMs < 30_000 &&
+          i.fromMs <= Date.now() &&
+          i.toMs >= startedAt - 5_000,
+      );
+      if (down) note(p.name, "exited", `${how} ${upMs} ms after start, ${down.kind} down; restarted in 1 s`);
+      else {
+        crashes.push(`${name} ${how} at +${((Date.now() - t0) / 1000).toFixed(1)}s`);
+        note(p.name, "died", `${how} (nobody killed it); restarted in 1 s`);
+      }
+      setTimeout(() => {
+        if (!over && !p.alive) p.start();
+      }, 1_000).unref();
+    };
+    procs.push(p);
+    return p;
+  };
   const gateways = gwPorts.map((port, i) =>
     mk(`gateway-${i + 1}`, process.execPath, [BIN, "gateway", "--port", String(port), "--config", gwConfig], {
       CHAOS_UPSTREAM_KEY: UPSTREAM_KEY,
@@ -264,13 +424,11 @@ async function scenario(
   for (const name of ["planner", "results-writer", "grader-supervisor"])
     actors[name] = mk(name, process.execPath, [BIN, "actor", name]);
   actors.dispatcher = mk("dispatcher", process.execPath, ["--import", "tsx", DISPATCHER_CHILD], {
-    EVALFLEET_BACKEND: "sim",
+    EVALFLEET_BACKEND: spec.backend,
     EVALFLEET_SIM_CALLS: String(SIM_CALLS),
     EVALFLEET_SIM_THINK_MS: "2500",
     // No TIMEOUT in the mix: an attempt > 0 then means a dead dispatcher's attempt was relaunched.
     EVALFLEET_SIM_MIX: "PATCH_READY=9,HARNESS_ERROR=1",
-    CHAOS_UPSTREAM_URL: provider.url,
-    CHAOS_UPSTREAM_KEY: UPSTREAM_KEY,
   });
   for (const g of gateways) g.start();
   await Promise.all(
@@ -282,88 +440,116 @@ async function scenario(
   note(
     `${mode}: plane`,
     "started",
-    `gateways ${gwPorts.join(",")}; actors ${Object.keys(actors).join(", ")}`,
+    `${spec.backend} backend; gateways ${gwPorts.join(",")} behind ${balancer.url}; actors ${Object.keys(actors).join(", ")}`,
   );
 
-  // Submit the 2,000-cell run.
+  // Submit the run.
   const run = `chaos-${mode}-${seed}`;
-  const repeats = Number(
-    mode === "cluster" ? (process.env.CHAOS_CLUSTER_REPEATS ?? 3) : (process.env.CHAOS_CELLS_REPEATS ?? 5),
-  );
-  const harnesses = [
-    { name: "sim-a", adapter: "sim" },
-    { name: "sim-b", adapter: "sim" },
-  ];
-  const totalCells = TASKS * harnesses.length * MODELS.length * repeats;
+  const totalCells = spec.tasks * spec.harnesses.length * MODELS.length * spec.repeats;
   await client.js.publish(
     Subjects.runSubmit,
     JSON.stringify({
       name: run,
-      harnesses,
+      harnesses: spec.harnesses,
       models: MODELS,
       tasks: ["*"],
       task_library_path: lib,
-      repeats,
-      parallel_runs: PARALLEL,
-      budget_usd: BUDGET_USD,
-      max_cost_usd: MAX_COST_USD,
-      timeout_seconds: 120,
+      repeats: spec.repeats,
+      parallel_runs: spec.parallel,
+      budget_usd: spec.budgetUsd,
+      max_cost_usd: spec.maxCostUsd,
+      timeout_seconds: spec.timeoutSeconds,
     }),
   );
   const submittedAt = Date.now();
   note(
     `${mode}: run`,
     "submitted",
-    `${run}: ${totalCells} cells, parallel ${PARALLEL}, budget $${BUDGET_USD}`,
+    `${run}: ${totalCells} cells, parallel ${spec.parallel}, budget $${spec.budgetUsd}`,
   );
 
-  // The schedule: each kind of process once at a random moment in the first ~70 s of the run.
+  // The schedule: each kind of process once at a random moment of the kill window.
   const kinds = ["planner", "dispatcher", "results-writer", "grader-supervisor", "gateway", "nats-server"];
-  if (privatePg && mode === "single") kinds.push("postgres");
+  if (privatePg && spec.crashPostgres) kinds.push("postgres");
+  if (killer) kinds.push("task");
   const schedule = kinds
     .map((k) => ({
       kind: k,
-      atMs: Math.round(4_000 + rand() * 66_000),
+      atMs: Math.round(spec.killFromMs + rand() * (spec.killToMs - spec.killFromMs)),
       downMs: Math.round(500 + rand() * 2_500),
     }))
     .sort((a, b) => a.atMs - b.atMs);
   process.stderr.write(
     `${mode} schedule: ${schedule.map((s) => `${s.kind}@${(s.atMs / 1000).toFixed(1)}s(down ${s.downMs}ms)`).join(" ")}\n`,
   );
-  let chaosErr: unknown;
+  const chaosErrors: string[] = [];
+  const hit = async (s: (typeof schedule)[number]): Promise<void> => {
+    if (s.kind === "nats-server") {
+      const i = spec.natsNodes > 1 ? Math.floor(rand() * nats.nodes.length) : 0;
+      const node = nats.nodes[i]!;
+      const name = `${mode}: nats-server n${i + 1}`;
+      note(name, "SIGKILL", "store kept");
+      const back = outage("nats-server");
+      await node.stop("SIGKILL");
+      // a cluster node stays down longer: the other two carry the streams meanwhile
+      const down = spec.natsNodes > 1 ? s.downMs * 4 : s.downMs;
+      await sleep(down);
+      await node.start();
+      note(name, "restarted", `after ${down} ms`);
+      back();
+    } else if (s.kind === "postgres" && privatePg) {
+      note(`${mode}: postgres`, "crash", "pg_ctl stop -m immediate");
+      const back = outage("postgres");
+      await privatePg.crash();
+      await sleep(s.downMs);
+      await privatePg.start();
+      note(`${mode}: postgres`, "restarted", `after ${s.downMs} ms`);
+      back();
+    } else if (s.kind === "task" && killer) {
+      // The next call a task makes: SIGKILL its process while the provider holds the call.
+      const k = await killer.arm(60_000);
+      note(
+        `${mode}: task`,
+        "SIGKILL",
+        `pid ${k.pid} (${k.cellId} attempt ${k.attempt}) mid-call: its call ${k.call} held by the provider`,
+      );
+      outage("task")();
+    } else {
+      const p = s.kind === "gateway" ? gateways[Math.floor(rand() * gateways.length)]! : actors[s.kind]!;
+      const pid = p.pid;
+      const back = outage(s.kind === "gateway" || s.kind === "dispatcher" ? s.kind : "other");
+      await p.kill("SIGKILL");
+      note(p.name, "SIGKILL", `pid ${pid}`);
+      await sleep(s.downMs);
+      p.start();
+      note(p.name, "restarted", `after ${s.downMs} ms, pid ${p.pid}`);
+      back();
+    }
+  };
+  // A kill must matter: it waits (up to 30 s) for model calls to be flowing, so the process dies with work in hand
+  // (a plane recovering from the previous kill may be idle for a while).
+  const busy = async (): Promise<void> => {
+    const until = Date.now() + 30_000;
+    while (Date.now() < until) {
+      const before = provider.calls().length;
+      await sleep(300);
+      if (provider.calls().length > before) return;
+    }
+  };
   const chaos = (async () => {
     for (const s of schedule) {
       const wait = submittedAt + s.atMs - Date.now();
       if (wait > 0) await sleep(wait);
-      if (s.kind === "nats-server") {
-        const i = mode === "cluster" ? Math.floor(rand() * nats.nodes.length) : 0;
-        const node = nats.nodes[i]!;
-        const name = `${mode}: nats-server n${i + 1}`;
-        note(name, "SIGKILL", "store kept");
-        await node.stop("SIGKILL");
-        // a cluster node stays down longer: the other two carry the streams meanwhile
-        const down = mode === "cluster" ? s.downMs * 4 : s.downMs;
-        await sleep(down);
-        await node.start();
-        note(name, "restarted", `after ${down} ms`);
-      } else if (s.kind === "postgres" && privatePg) {
-        note(`${mode}: postgres`, "crash", "pg_ctl stop -m immediate");
-        await privatePg.crash();
-        await sleep(s.downMs);
-        await privatePg.start();
-        note(`${mode}: postgres`, "restarted", `after ${s.downMs} ms`);
-      } else {
-        const p = s.kind === "gateway" ? gateways[Math.floor(rand() * gateways.length)]! : actors[s.kind]!;
-        const pid = p.pid;
-        await p.kill("SIGKILL");
-        note(p.name, "SIGKILL", `pid ${pid}`);
-        await sleep(s.downMs);
-        p.start();
-        note(p.name, "restarted", `after ${s.downMs} ms, pid ${p.pid}`);
-      }
+      if (s.kind !== "task") await busy();
+      await hit(s).catch((err: unknown) => {
+        chaosErrors.push(`${s.kind}: ${err instanceof Error ? err.message : String(err)}`);
+        note(`${mode}: ${s.kind}`, "error", String(err));
+      });
     }
-  })().catch((err: unknown) => {
-    chaosErr = err;
+  })();
+  let chaosDone = false;
+  void chaos.finally(() => {
+    chaosDone = true;
   });
 
   // Follow the run until every cell is final (from PostgreSQL; errors while it is down are expected).
@@ -384,7 +570,7 @@ async function scenario(
       const line = JSON.stringify(counts);
       if (line !== last) process.stderr.write(`[chaos +${((Date.now() - t0) / 1000).toFixed(1)}s] ${line}\n`);
       last = line;
-      if (total === totalCells && open === 0 && schedule.every((s) => s.atMs < Date.now() - submittedAt)) {
+      if (total === totalCells && open === 0 && chaosDone) {
         if (!finished) {
           note(`${mode}: run`, "cells final", line);
           finalAt = Date.now();
@@ -409,196 +595,87 @@ async function scenario(
     }
   }
   await chaos;
-  if (chaosErr) note(`${mode}: chaos`, "error", String(chaosErr));
   note(`${mode}: run`, finished ? "finished" : "NOT finished", JSON.stringify(counts));
 
-  const res = await runChecks({ mode, db, client, provider, run, totalCells, finished, chaosErr });
+  const cellIds = (
+    await db.query<{ cell_id: string }>("SELECT cell_id FROM run_state WHERE run_name = $1", [run])
+  ).rows.map((r) => r.cell_id);
+  const bySlug = cellsBySlug(cellIds);
+  const res = await runChecks({
+    mode,
+    db,
+    client,
+    provider,
+    upstreamKey: UPSTREAM_KEY,
+    run,
+    totalCells,
+    finished,
+    parallel: spec.parallel,
+    budgetUsd: spec.budgetUsd,
+    maxCostUsd: spec.maxCostUsd,
+    attribute:
+      spec.backend === "local"
+        ? (body) => {
+            const who = localCallOf(body);
+            const cellId = who ? bySlug.get(who.cellSlug) : undefined;
+            return who && cellId ? { cellId, attempt: who.attempt } : undefined;
+          }
+        : simCallOf,
+    incidents,
+    killedTasks: killer?.kills ?? [],
+    balanced: balancer.served(),
+  });
+  checks.push(...res.checks);
+  checks.push({
+    name: `[${mode}] no process died unless the chaos killed it`,
+    ok: crashes.length === 0,
+    detail: crashes.length ? crashes.join("; ") : "none",
+  });
+  if (process.env.CHAOS_LOG_DIR) await dumpEvidence(join(logDir, "evidence.json"), db, run, provider);
+  checks.push({
+    name: `[${mode}] chaos schedule ran (every kill landed)`,
+    ok: chaosErrors.length === 0,
+    detail: chaosErrors.length
+      ? chaosErrors.join("; ")
+      : `${schedule.length} kills: ${schedule.map((s) => s.kind).join(", ")}`,
+  });
   // This scenario's processes and servers go now; the next one starts its own.
+  over = true;
   await Promise.allSettled(procs.map((p) => p.kill("SIGKILL")));
+  await killMarked(MARK.name, MARK.value).catch(() => 0);
+  await balancer.close().catch(() => {});
   await client.close().catch(() => {});
   await nats.cleanup().catch(() => {});
   await provider.close().catch(() => {});
-  return res;
+  return res.figures;
 }
 
-async function runChecks(c: {
-  mode: Mode;
-  db: Db;
-  client: Plane;
-  provider: ScriptedProvider;
-  run: string;
-  totalCells: number;
-  finished: boolean;
-  chaosErr: unknown;
-}): Promise<Record<string, unknown>> {
-  const { db, run, totalCells } = c;
-  const check = (name: string, ok: boolean, detail: string) =>
-    checks.push({ name: `[${c.mode}] ${name}`, ok, detail });
-
-  // 1. every run finished (PostgreSQL and the progress key)
-  const prog = await c.client.kv.progress.get(ProgressKeys.run(run)).catch(() => null);
-  const phase = prog && prog.length > 0 ? (prog.json<{ phase?: string }>().phase ?? "?") : "none";
-  check("run finished (every cell final in run_state)", c.finished, `progress key phase: ${phase}`);
-  // Why not: grades still awaited (a grader killed holding grade jobs gets them back after the consumer's ack
-  // wait), or the ledger consumer's ack floor behind the stream's end.
-  const pendingGrades = await scalar(
-    db,
-    "SELECT count(*)::text AS v FROM run_results WHERE run_name = $1 AND grade_status = 'PENDING'",
-    [run],
-  ).catch(() => -1);
-  const ledgerInfo = await c.client.jsm.streams.info(Streams.ledger.name).catch(() => null);
-  const lc = Consumers.resultsWriterLedger;
-  const ledgerCons = await c.client.jsm.consumers.info(lc.stream, lc.durable).catch(() => null);
-  const gradeCons = await c.client.jsm.consumers
-    .info(Consumers.graderSupervisor.stream, Consumers.graderSupervisor.durable)
-    .catch(() => null);
-  check(
-    "progress key says finished",
-    phase === "finished",
-    `${phase}; ${pendingGrades} attempts grade_status PENDING; ledger ack floor ${ledgerCons?.ack_floor.stream_seq ?? "?"} / stream last ${ledgerInfo?.state.last_seq ?? "?"}; grade jobs pending ${gradeCons?.num_pending ?? "?"}, unacked ${gradeCons?.num_ack_pending ?? "?"}, redelivered ${gradeCons?.num_redelivered ?? "?"}`,
-  );
-
-  // 2. one run_state row per cell; one attempt row per cell that ran
-  const stateRows = await scalar(db, "SELECT count(*)::text AS v FROM run_state WHERE run_name = $1", [run]);
-  const distinctState = await scalar(
-    db,
-    "SELECT count(DISTINCT cell_id)::text AS v FROM run_state WHERE run_name = $1",
-    [run],
-  );
-  check(
-    "one run_state row per cell",
-    stateRows === totalCells && distinctState === totalCells,
-    `${stateRows} rows, ${distinctState} cells, ${totalCells} expected`,
-  );
-  const ran = await scalar(
-    db,
-    "SELECT count(*)::text AS v FROM run_state WHERE run_name = $1 AND status <> 'skipped'",
-    [run],
-  );
-  const results = await scalar(db, "SELECT count(*)::text AS v FROM run_results WHERE run_name = $1", [run]);
-  const orphanResults = await scalar(
-    db,
-    `SELECT count(*)::text AS v FROM run_results r LEFT JOIN run_state s USING (run_name, cell_id)
-      WHERE r.run_name = $1 AND s.cell_id IS NULL`,
-    [run],
-  );
-  const missingResults = await scalar(
-    db,
-    `SELECT count(*)::text AS v FROM run_state s LEFT JOIN run_results r USING (run_name, cell_id)
-      WHERE s.run_name = $1 AND s.status <> 'skipped' AND r.cell_id IS NULL`,
-    [run],
-  );
-  check(
-    "exactly one attempt row per cell that ran",
-    missingResults === 0 && orphanResults === 0 && results >= ran,
-    `${results} run_results rows; ${ran} cells not skipped; ${missingResults} missing; ${orphanResults} without a cell`,
-  );
-
-  // 3. ledger vs the provider's bill, per key: no row lost or doubled
-  const bill = c.provider.bill();
-  const line = bill.byKey[UPSTREAM_KEY];
-  const ledger = await db.query<{ n: string; cost: string }>(
-    "SELECT count(*)::text AS n, COALESCE(sum(cost_nano_usd),0)::text AS cost FROM ledger_calls WHERE run_name = $1",
-    [run],
-  );
-  const ledgerCalls = Number(ledger.rows[0]?.n ?? 0);
-  const ledgerCost = BigInt(ledger.rows[0]?.cost ?? "0");
-  const billCalls = line?.calls ?? 0;
-  const billCost = BigInt(line?.costNanoUsd ?? 0);
-  const otherKeys = Object.keys(bill.byKey).filter((k) => k !== UPSTREAM_KEY);
-  // How many ledger messages the stream holds for the run: published-but-not-landed vs never published.
-  const streamInfo = await c.client.jsm.streams
-    .info(Streams.ledger.name, { subjects_filter: Subjects.ledger.run(run) })
-    .catch(() => null);
-  const streamLedger = streamInfo
-    ? Object.values(streamInfo.state.subjects ?? {}).reduce((a, b) => a + b, 0)
-    : -1;
-  // Per cell: the provider saw "fix <cell> (call i)"; a cell whose ledger has more rows than the bill doubled one.
-  const billedPerCell = new Map<string, number>();
-  for (const call of c.provider.calls()) {
-    if (!call.billed) continue;
-    const m = /fix (\S+) \(call/.exec(JSON.stringify(call.body));
-    const cell = m?.[1] ?? "?";
-    billedPerCell.set(cell, (billedPerCell.get(cell) ?? 0) + 1);
-  }
-  const perCell = await db.query<{ cell_id: string; n: string; max_attempt: number }>(
-    "SELECT cell_id, count(*)::text AS n, max(attempt) AS max_attempt FROM ledger_calls WHERE run_name = $1 GROUP BY cell_id",
-    [run],
-  );
-  const relaunched = await db.query<{ cell_id: string }>(
-    "SELECT cell_id FROM run_results WHERE run_name = $1 AND attempt > 0",
-    [run],
-  );
-  const relaunchedCells = new Set(relaunched.rows.map((r) => r.cell_id));
-  let doubled = 0;
-  let lostExplained = 0;
-  let lostUnexplained = 0;
-  const lostCells: string[] = [];
-  const ledgerPerCell = new Map(perCell.rows.map((r) => [r.cell_id, Number(r.n)]));
-  for (const cell of new Set([...billedPerCell.keys(), ...ledgerPerCell.keys()])) {
-    const b = billedPerCell.get(cell) ?? 0;
-    const l = ledgerPerCell.get(cell) ?? 0;
-    if (l > b) doubled += l - b;
-    if (b > l) {
-      // A dispatcher SIGKILLed between the provider's answer and the shim's ledger publish loses that row with
-      // the process (the sim's shim lives in the dispatcher); its cell is then relaunched (attempt > 0).
-      if (relaunchedCells.has(cell)) lostExplained += b - l;
-      else {
-        lostUnexplained += b - l;
-        lostCells.push(cell);
-      }
-    }
-  }
-  check(
-    "no ledger row doubled (per cell: ledger ≤ bill)",
-    doubled === 0 && ledgerCalls <= billCalls,
-    `ledger ${ledgerCalls} rows / ${streamLedger} msgs in ${Streams.ledger.name} / bill ${billCalls} calls; ${doubled} extra rows`,
-  );
-  check(
-    "no ledger row lost (except a killed dispatcher's in-flight calls)",
-    lostUnexplained === 0,
-    `${lostUnexplained} unexplained${lostCells.length ? ` (cells ${lostCells.slice(0, 5).join(", ")})` : ""}; ${lostExplained} in flight in a SIGKILLed dispatcher`,
-  );
-  const exact = ledgerCalls === billCalls && ledgerCost === billCost;
-  check(
-    "ledger total = provider bill (per key)",
-    exact || (lostUnexplained === 0 && doubled === 0),
-    `key ${UPSTREAM_KEY}: ledger ${ledgerCost} nano-USD / bill ${billCost} nano-USD${exact ? " (exact)" : ` (Δ ${billCost - ledgerCost} = lost with a killed dispatcher)`}; other keys billed: ${otherKeys.length}`,
-  );
-
-  // 4. budget: billable spend may pass the cap by at most the reservations in flight
-  const budgetEntry = await c.client.kv.budgets.get(StateKeys.budget(run)).catch(() => null);
-  const budget = budgetEntry && budgetEntry.length > 0 ? budgetEntry.json<BudgetState>() : null;
-  const capNano = BigInt(BUDGET_USD * 1e9);
-  const inFlight = BigInt(PARALLEL + relaunchedCells.size) * BigInt(MAX_COST_USD * 1e9);
-  const over = billCost - capNano;
-  check(
-    "budget exceeded by no more than in-flight reservations",
-    over <= inFlight,
-    `spent ${billCost} nano-USD, cap ${capNano}, over by ${over > 0n ? over : 0n} ≤ allowance ${inFlight} ((parallel ${PARALLEL} + relaunched ${relaunchedCells.size}) × max_cost_usd)`,
-  );
-  check(
-    "budget state settled (no open reservation)",
-    budget !== null && Object.keys(budget.open ?? {}).length === 0,
-    budget
-      ? `remaining ${String(budget.remainingNano)} nano-USD, open ${Object.keys(budget.open ?? {}).length}`
-      : "no budget key",
-  );
-  if (c.chaosErr) check("chaos schedule ran", false, String(c.chaosErr));
-  return {
-    run,
-    cells: totalCells,
-    ledgerCalls,
-    billCalls,
-    ledgerCostNanoUsd: String(ledgerCost),
-    billCostNanoUsd: String(billCost),
-    relaunchedCells: relaunchedCells.size,
+/** With CHAOS_LOG_DIR: the provider's calls, the ledger and the gateway's spend log, for a failed check's autopsy. */
+async function dumpEvidence(file: string, db: Db, run: string, provider: ScriptedProvider): Promise<void> {
+  const q = async (sql: string) => (await db.query(sql, [run])).rows;
+  const evidence = {
+    provider: provider.calls().map((c) => ({
+      index: c.index,
+      status: c.status,
+      outcome: c.outcome,
+      costNanoUsd: c.costNanoUsd,
+      prompt: JSON.stringify(c.body.messages ?? "").slice(0, 300),
+    })),
+    ledger: await q(
+      "SELECT call_id, cell_id, attempt, status, http_status, cost_nano_usd, retries, started_at, created_at FROM ledger_calls WHERE run_name = $1 ORDER BY started_at",
+    ),
+    gateway: await q("SELECT * FROM gateway_spend_log WHERE run_name = $1 ORDER BY created_at"),
+    results: await q(
+      "SELECT cell_id, attempt, status, grade_status, error_message FROM run_results WHERE run_name = $1",
+    ),
   };
+  await writeFile(file, JSON.stringify(evidence, null, 1));
 }
 
-async function scalar(db: Db, sql: string, params: unknown[]): Promise<number> {
-  const r = await db.query<{ v: string }>(sql, params);
-  return Number(r.rows[0]?.v ?? 0);
+/** The sim's prompt: "fix <cell> attempt <n> (call <i>)". */
+function simCallOf(body: unknown): { cellId: string; attempt: number } | undefined {
+  const m = /fix (\S+) attempt (\d+) \(call/.exec(JSON.stringify(body));
+  return m ? { cellId: m[1]!, attempt: Number(m[2]) } : undefined;
 }
 
 async function adminSql(url: string, sql: string): Promise<void> {

@@ -23,11 +23,15 @@ export function rng(seed: number): () => number {
   };
 }
 
-/** A restartable child process whose output goes to a log file. */
+/**
+ * A restartable child process whose output goes to a log file. An exit nobody asked for (kill() was not called) is
+ * reported to `onCrash`, as a supervisor would see it.
+ */
 export class Proc {
   private child: ChildProcess | undefined;
   private out: WriteStream;
   starts = 0;
+  onCrash: ((how: string, upMs: number) => void) | undefined;
   constructor(
     readonly name: string,
     private readonly cmd: string,
@@ -44,8 +48,15 @@ export class Proc {
     child.stdout?.pipe(this.out, { end: false });
     child.stderr?.pipe(this.out, { end: false });
     child.on("error", (err) => this.out.write(`spawn error: ${String(err)}\n`));
+    const startedAt = Date.now();
+    child.once("exit", (code, sig) => {
+      if (!this.killing.has(child))
+        this.onCrash?.(sig ? `killed by ${sig}` : `exited with code ${code}`, Date.now() - startedAt);
+    });
     this.child = child;
   }
+
+  private readonly killing = new WeakSet<ChildProcess>();
 
   get pid(): number | undefined {
     return this.child?.pid;
@@ -61,6 +72,7 @@ export class Proc {
     const c = this.child;
     if (!c || c.exitCode !== null || c.signalCode !== null) return;
     const done = new Promise<void>((resolve) => c.once("exit", () => resolve()));
+    this.killing.add(c);
     c.kill(signal);
     const t = setTimeout(() => c.kill("SIGKILL"), 5_000);
     await done;
@@ -70,6 +82,67 @@ export class Proc {
   close(): void {
     this.out.end();
   }
+}
+
+/**
+ * A free port below the kernel's ephemeral range, for a server restarted on the same port: a port from that range
+ * may meanwhile become the source port of one of the run's thousands of outgoing connections, and the restart then
+ * fails with EADDRINUSE for as long as that connection lives.
+ */
+export async function stablePort(): Promise<number> {
+  const { readFile } = await import("node:fs/promises");
+  const { createServer } = await import("node:net");
+  const range = await readFile("/proc/sys/net/ipv4/ip_local_port_range", "utf8").catch(() => "32768");
+  const top = Number(range.trim().split(/\s+/)[0]) || 32_768;
+  const free = (port: number) =>
+    new Promise<boolean>((resolve) => {
+      const srv = createServer();
+      srv.once("error", () => resolve(false));
+      srv.listen(port, "127.0.0.1", () => srv.close(() => resolve(true)));
+    });
+  for (let i = 0; i < 500; i++) {
+    const port = 20_000 + Math.floor(Math.random() * (top - 20_000));
+    if (await free(port)) return port;
+  }
+  throw new Error(`no free port between 20000 and ${top}`);
+}
+
+/** A process's environment from /proc (null when it is gone or unreadable). */
+export async function procEnv(pid: number): Promise<Map<string, string> | null> {
+  const { readFile } = await import("node:fs/promises");
+  try {
+    const raw = await readFile(`/proc/${pid}/environ`, "utf8");
+    const env = new Map<string, string>();
+    for (const kv of raw.split("\0")) {
+      const i = kv.indexOf("=");
+      if (i > 0) env.set(kv.slice(0, i), kv.slice(i + 1));
+    }
+    return env;
+  } catch {
+    return null;
+  }
+}
+
+/** Every live process whose environment has `name=value` (the chaos run marks what it starts, children included). */
+export async function pidsWithEnv(name: string, value: string): Promise<number[]> {
+  const { readdir } = await import("node:fs/promises");
+  const pids = (await readdir("/proc")).filter((d) => /^\d+$/.test(d)).map(Number);
+  const out: number[] = [];
+  for (const pid of pids) if ((await procEnv(pid))?.get(name) === value) out.push(pid);
+  return out;
+}
+
+/** SIGKILL every process marked `name=value`; how many there were. */
+export async function killMarked(name: string, value: string): Promise<number> {
+  const pids = (await pidsWithEnv(name, value)).filter((p) => p !== process.pid);
+  for (const pid of pids) {
+    try {
+      process.kill(pid, "SIGKILL");
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return pids.length;
 }
 
 /** Wait until `text` appears in a log file (a child's "ready" line). */

@@ -18,14 +18,17 @@ export interface TestNats {
 }
 
 /**
- * Start a nats-server with JetStream on a free port and a temp store. `extraConfig` is appended to the config file
- * (e.g. an accounts block). Call `cleanup()` at the end: it stops the server and removes the store.
+ * Start a nats-server with JetStream on a free port (from `opts.port`, default any free port) and a temp store.
+ * `extraConfig` is appended to the config file (e.g. an accounts block). Call `cleanup()` at the end: it stops the
+ * server and removes the store.
  */
-export async function startNats(opts: { extraConfig?: string } = {}): Promise<TestNats> {
+export async function startNats(
+  opts: { extraConfig?: string; port?: () => Promise<number> } = {},
+): Promise<TestNats> {
   const dir = await mkdtemp(join(tmpdir(), "ef-nats-"));
   const spec: NodeSpec = {
     name: "n1",
-    port: await freePort(),
+    port: await (opts.port ?? freePort)(),
     storeDir: join(dir, "store"),
     configFile: join(dir, "nats.conf"),
   };
@@ -53,15 +56,22 @@ export async function startNats(opts: { extraConfig?: string } = {}): Promise<Te
   };
 }
 
-/** A three-node JetStream cluster on free ports, each node with its own temp store. */
-export async function startNatsCluster(size = 3): Promise<TestNats> {
+/**
+ * A three-node JetStream cluster on free ports (from `opts.port`, default any free port), each node with its own
+ * temp store.
+ */
+export async function startNatsCluster(
+  size = 3,
+  opts: { port?: () => Promise<number> } = {},
+): Promise<TestNats> {
   const dir = await mkdtemp(join(tmpdir(), "ef-natsc-"));
+  const port = opts.port ?? freePort;
   const specs: NodeSpec[] = [];
   for (let i = 0; i < size; i++) {
     specs.push({
       name: `n${i + 1}`,
-      port: await freePort(),
-      clusterPort: await freePort(),
+      port: await port(),
+      clusterPort: await port(),
       storeDir: join(dir, `store${i + 1}`),
       configFile: join(dir, `nats${i + 1}.conf`),
     });

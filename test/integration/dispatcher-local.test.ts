@@ -1,4 +1,6 @@
 import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import { hostname } from "node:os";
 import { after, before, describe, it } from "node:test";
 import { fileURLToPath } from "node:url";
 import { LocalBackend } from "../../actors/dispatcher/backends/local.js";
@@ -47,6 +49,43 @@ describe("dispatcher local backend", () => {
     assert.match(died?.stderr ?? "", /task local1\/h__m__dies__r0\/0 pool=h__m key=\[REDACTED\]/);
     // HARNESS_ERROR is final at once: attempt 0 only.
     assert.ok(all.every((r) => r.attempt === 0));
+  });
+
+  it("find() names an attempt's running task process — the topmost of those carrying its job reference", async () => {
+    const ref = { runName: "find-run", cellId: "h__m__t__r0", attempt: 2, pool: "h__m" };
+    // A task and a child of its own (as its git processes are): both inherit the job reference.
+    const task = spawn(
+      process.execPath,
+      [
+        "-e",
+        "require('node:child_process').spawn(process.execPath, ['-e', 'setTimeout(() => {}, 30000)'], { stdio: 'inherit' }); setTimeout(() => {}, 30000)",
+      ],
+      {
+        env: {
+          ...process.env,
+          EVALFLEET_RUN: ref.runName,
+          EVALFLEET_CELL: ref.cellId,
+          EVALFLEET_ATTEMPT: String(ref.attempt),
+        },
+        stdio: "ignore",
+      },
+    );
+    try {
+      const backend = new LocalBackend({ natsUrl: rig.nats.url });
+      await new Promise((r) => setTimeout(r, 500));
+      assert.equal(await backend.find(ref), `local:${hostname()}:${task.pid}:found`);
+      assert.equal(await backend.find({ ...ref, attempt: 3 }), undefined, "another attempt's is not it");
+      task.kill("SIGKILL");
+      await new Promise((r) => task.once("exit", r));
+      await new Promise((r) => setTimeout(r, 200));
+      const left = await backend.find(ref);
+      assert.ok(
+        left === undefined || left !== `local:${hostname()}:${task.pid}:found`,
+        "a dead task is not found",
+      );
+    } finally {
+      task.kill("SIGKILL");
+    }
   });
 
   it("a task process killed by a signal is an infrastructure stop: retried, never the model's HARNESS_ERROR", async () => {

@@ -154,6 +154,39 @@ describe("harness task with command harnesses", { timeout: 110_000 }, () => {
     assert.match((await rig.blob(r.patchRef!)) ?? "", /\+hello/);
   });
 
+  test("`evalfleet task` whose launcher is gone (both pipes closed) carries on and publishes its result", async () => {
+    // The shim cannot reach its upstream: it logs a warning per failed try, each a write to a closed pipe.
+    const cell = await rig.plan(
+      commandRun(
+        "cmd-orphan",
+        `curl -s --max-time 3 "$OPENAI_BASE_URL/models" >/dev/null; echo done > done.txt`,
+      ),
+    );
+    const child = spawn(process.execPath, ["bin/evalfleet.js", "task"], {
+      env: {
+        PATH: process.env.PATH ?? "",
+        HOME: process.env.HOME ?? "/tmp",
+        NATS_URL: rig.nats.url,
+        EVALFLEET_UPSTREAM_URL: "http://127.0.0.1:1",
+        EVALFLEET_RUN_KEY: RUN_KEY,
+        EVALFLEET_WORKDIR: rig.workRoot,
+        EVALFLEET_GIT_MIRRORS: rig.mirrorRoot,
+        EVALFLEET_LOG_LEVEL: "info",
+        [JobRefEnv.run]: "cmd-orphan",
+        [JobRefEnv.cell]: cell,
+        [JobRefEnv.attempt]: "1",
+      },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    // The dispatcher that launched it dies: nobody reads its output any more.
+    child.stdout.destroy();
+    child.stderr.destroy();
+    const code = await new Promise<number | null>((resolve) => child.once("exit", resolve));
+    const r = await rig.published("cmd-orphan", cell);
+    assert.equal(r.status, "PATCH_READY", `exit ${code}: ${r.errorMessage ?? ""}`);
+    assert.match((await rig.blob(r.patchRef!)) ?? "", /\+done/);
+  });
+
   test("SIGTERM to `evalfleet task` stops the harness group, and a result is still published", async () => {
     const cell = await rig.plan(
       commandRun(

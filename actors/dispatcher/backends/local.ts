@@ -1,5 +1,6 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { readFileSync } from "node:fs";
+import { readdir, readFile } from "node:fs/promises";
 import { hostname } from "node:os";
 import { fileURLToPath } from "node:url";
 import { type Logger, silentLogger } from "../../../protocol/log.js";
@@ -133,6 +134,30 @@ export class LocalBackend implements LaunchBackend {
     if (!t) return undefined;
     if (t.phase === "stopped") this.tasks.delete(handle);
     return { stdout: t.stdout, stderr: t.stderr };
+  }
+
+  /**
+   * A live task process on this host whose job reference is `ref`, read from its environment: the topmost one (the
+   * git processes a task runs inherit its environment too).
+   */
+  async find(ref: JobRef): Promise<string | undefined> {
+    const want = [
+      `${JobRefEnv.run}=${ref.runName}`,
+      `${JobRefEnv.cell}=${ref.cellId}`,
+      `${JobRefEnv.attempt}=${ref.attempt}`,
+    ];
+    const matches = new Map<number, number>();
+    for (const d of await readdir("/proc").catch(() => [] as string[])) {
+      if (!/^\d+$/.test(d) || Number(d) === process.pid) continue;
+      const env = await readFile(`/proc/${d}/environ`, "utf8").catch(() => "");
+      if (!env.includes(want[2]!)) continue;
+      const vars = new Set(env.split("\0"));
+      if (!want.every((w) => vars.has(w)) || !localTaskAlive(`local:${hostname()}:${d}`)) continue;
+      const stat = await readFile(`/proc/${d}/stat`, "utf8").catch(() => "");
+      matches.set(Number(d), Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]));
+    }
+    for (const [pid, ppid] of matches) if (!matches.has(ppid)) return `local:${hostname()}:${pid}:found`;
+    return undefined;
   }
 
   async stop(handles: string[], reason: string): Promise<void> {

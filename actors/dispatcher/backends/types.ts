@@ -40,6 +40,11 @@ export interface LaunchBackend {
   observe(handles: string[]): Promise<TaskState[]>;
   /** Ask the tasks to stop; stopping a task that already stopped is not an error. */
   stop(handles: string[], reason: string): Promise<void>;
+  /**
+   * The handle of a task already running this attempt that this process did not launch — launched by a replica
+   * that died before it could record the launch — or undefined when there is none or the backend cannot tell.
+   */
+  find?(ref: JobRef): Promise<string | undefined>;
   close(): Promise<void>;
 }
 
