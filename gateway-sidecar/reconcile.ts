@@ -41,7 +41,7 @@ export async function reconcileRun(
      )
      SELECT c.cell_id, COALESCE(l.s, 0)::bigint AS ledger, COALESCE(g.s, 0)::bigint AS gateway,
             COALESCE(g.pending, 0)::bigint AS pending,
-            CASE WHEN c.harness_metadata ~ '^s*{'
+            CASE WHEN c.harness_metadata ~ '^\\s*\\{'
                  THEN c.harness_metadata::jsonb ->> 'harness_reported_cost_nano_usd' END AS harness
        FROM cells c LEFT JOIN ledger l USING (cell_id) LEFT JOIN gw g USING (cell_id)`,
     [run],

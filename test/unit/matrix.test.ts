@@ -135,18 +135,17 @@ describe("matrix expansion (the seed's examples)", () => {
     );
   });
 
-  it("expands 172,050 cells well under a second", () => {
+  // How fast is `npm run bench:plan`'s business; this checks the size and that ids stay unique at that size.
+  it("expands 172,050 cells, every id unique", () => {
     const cfg = config({
       harnesses: ["a", "b", "c", "d", "e"].map((name) => ({ name, adapter: "command" })),
       models: [{ name: "m1" }, { name: "m2" }, { name: "m3" }],
       repeats: 5,
     });
     const tasks = Array.from({ length: 2294 }, (_, i) => task(`repo__repo-${i}`));
-    const t0 = performance.now();
     const cells = buildMatrix(cfg, tasks);
-    const ms = performance.now() - t0;
     assert.equal(cells.length, 172_050);
-    assert.ok(ms < 1000, `took ${ms} ms`);
+    assert.equal(new Set(cells.map((c) => c.cellId)).size, 172_050);
   });
 });
 
