@@ -1,11 +1,11 @@
 import { randomUUID } from "node:crypto";
 import { performance } from "node:perf_hooks";
-import { type KV, Kvm } from "@nats-io/kv";
+import type { KV } from "@nats-io/kv";
 import { createInbox, type Msg, type NatsConnection, type Subscription } from "@nats-io/transport-node";
 import { type Logger, silentLogger } from "../protocol/log.js";
 import type { ActualUsage, Admission, AdmissionRequest, LimitObservation, Pacer } from "../protocol/pacer.js";
 import { StateKeys } from "../protocol/subjects.js";
-import { Buckets } from "../protocol/topology.js";
+import { Buckets, openBucket } from "../protocol/topology.js";
 import { type BucketCheckpoint, type Cost, PoolBucket, type PoolLimits } from "./bucket.js";
 import { parseRateLimitHeaders, type RateLimitFacts } from "./headers.js";
 import { abortError, estimateCost, type PacerPools, poolConfig } from "./local.js";
@@ -119,13 +119,7 @@ export class FleetPacer implements Pacer {
   }
 
   static async open(opts: FleetPacerOptions): Promise<FleetPacer> {
-    const def = Buckets.pacer;
-    const kv = await new Kvm(opts.nc).create(def.name, {
-      history: def.history,
-      ttl: def.maxAgeMs,
-      description: def.description,
-    });
-    return new FleetPacer(opts, kv);
+    return new FleetPacer(opts, await openBucket(opts.nc, Buckets.pacer));
   }
 
   private now(): number {

@@ -10,7 +10,7 @@ import {
   type StreamConfig,
   type StreamInfo,
 } from "@nats-io/jetstream";
-import { Kvm } from "@nats-io/kv";
+import { type KV, Kvm } from "@nats-io/kv";
 import { Objm } from "@nats-io/obj";
 import type { NatsConnection } from "@nats-io/transport-node";
 import { ErrorCode, EvalfleetError } from "./errors.js";
@@ -248,25 +248,29 @@ export async function ensureTopology(nc: NatsConnection, jsm: JetStreamManager):
   for (const def of Object.values(Consumers)) {
     await ensureConsumer(jsm, def);
   }
-  const kvm = new Kvm(nc);
-  for (const def of Object.values(Buckets)) {
-    const kv = await kvm.create(def.name, {
-      history: def.history,
-      ttl: def.maxAgeMs,
-      description: def.description,
-    });
-    const status = await kv.status();
-    if (status.history !== def.history || status.ttl !== def.maxAgeMs) {
-      throw new EvalfleetError(
-        ErrorCode.TopologyMismatch,
-        `KV bucket '${def.name}' exists with history=${status.history}, ttl=${status.ttl}ms; evalfleet needs history=${def.history}, ttl=${def.maxAgeMs}ms. Delete the bucket (nats kv del ${def.name}) or point evalfleet at a fresh server.`,
-      );
-    }
-  }
+  for (const def of Object.values(Buckets)) await openBucket(nc, def);
   const objm = new Objm(nc);
   for (const def of Object.values(ObjectStores)) {
-    await objm.create(def.name, { description: def.description });
+    await afterConcurrentCreate(() => objm.create(def.name, { description: def.description }));
   }
+}
+
+/**
+ * Open a KV bucket, creating it if missing, and check the settings evalfleet depends on. Safe to call from many
+ * processes at once on a fresh server: a create that loses the race to another creator reads the winner's bucket.
+ */
+export async function openBucket(nc: NatsConnection, def: BucketDef): Promise<KV> {
+  const kv = await afterConcurrentCreate(() =>
+    new Kvm(nc).create(def.name, { history: def.history, ttl: def.maxAgeMs, description: def.description }),
+  );
+  const status = await kv.status();
+  if (status.history !== def.history || status.ttl !== def.maxAgeMs) {
+    throw new EvalfleetError(
+      ErrorCode.TopologyMismatch,
+      `KV bucket '${def.name}' exists with history=${status.history}, ttl=${status.ttl}ms; evalfleet needs history=${def.history}, ttl=${def.maxAgeMs}ms. Delete the bucket (nats kv del ${def.name}) or point evalfleet at a fresh server.`,
+    );
+  }
+  return kv;
 }
 
 async function ensureStream(jsm: JetStreamManager, def: StreamDef): Promise<StreamInfo> {
@@ -282,7 +286,7 @@ async function ensureStream(jsm: JetStreamManager, def: StreamDef): Promise<Stre
     num_replicas: streamReplicas(),
   };
   try {
-    return await jsm.streams.add(want);
+    return await afterConcurrentCreate(() => jsm.streams.add(want));
   } catch (err) {
     // Exists with other settings: update the ones that may change in place.
     if (!isStreamExists(err)) throw err;
@@ -294,6 +298,21 @@ async function ensureStream(jsm: JetStreamManager, def: StreamDef): Promise<Stre
         `stream ${def.name} exists with settings evalfleet cannot change in place (${updateErr instanceof Error ? updateErr.message : String(updateErr)}; evalfleet needs retention=${def.retention}). Delete the stream or use a fresh server.`,
         { cause: updateErr },
       );
+    }
+  }
+}
+
+/**
+ * Run a create that another process may be running at the same moment. nats-server can answer the loser of that
+ * race with "subjects overlap" (10065) although the winner made the very same stream; a second try finds it made.
+ */
+async function afterConcurrentCreate<T>(create: () => Promise<T>): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await create();
+    } catch (err) {
+      if (!(err instanceof JetStreamApiError && err.code === 10065) || attempt >= 3) throw err;
+      await new Promise((r) => setTimeout(r, 50 * attempt));
     }
   }
 }

@@ -3,7 +3,7 @@ import { after, before, describe, it } from "node:test";
 import { jetstreamManager, RetentionPolicy } from "@nats-io/jetstream";
 import { Kvm } from "@nats-io/kv";
 import { EvalfleetError } from "../../protocol/errors.js";
-import { Buckets, Consumers, ensureTopology, Streams } from "../../protocol/topology.js";
+import { Buckets, Consumers, ensureTopology, openBucket, Streams } from "../../protocol/topology.js";
 import { startNats, startNatsCluster, type TestNats } from "../helpers/nats.js";
 
 describe("ensureTopology", () => {
@@ -36,6 +36,24 @@ describe("ensureTopology", () => {
       (await (await jetstreamManager(nc2)).streams.info(Streams.cells.name)).config.name,
       Streams.cells.name,
     );
+  });
+
+  it("lets many processes create the same topology at once (none fails on a concurrent creator)", async () => {
+    // Tasks, replicas and pacer clients all start by ensuring topology; on a fresh server they race to create it.
+    for (let round = 0; round < 5; round++) {
+      const fresh = await startNats();
+      try {
+        const conns = await Promise.all(Array.from({ length: 6 }, (_, i) => fresh.connect(`racer-${i}`)));
+        await Promise.all(conns.map(async (nc) => ensureTopology(nc, await jetstreamManager(nc))));
+        const pacers = await Promise.all(conns.map((nc) => openBucket(nc, Buckets.pacer)));
+        assert.equal(pacers.length, conns.length);
+        const jsm = await jetstreamManager(conns[0]!);
+        for (const s of Object.values(Streams))
+          assert.equal((await jsm.streams.info(s.name)).config.name, s.name);
+      } finally {
+        await fresh.cleanup();
+      }
+    }
   });
 
   it("refuses a stream or bucket made with other settings, naming the setting", async () => {
