@@ -4,17 +4,19 @@
  * call is measured apart; the shim publishes its ledger to a real nats-server like in production.
  * Prints direct vs through-shim latency percentiles, the added p50 / p99, CPU per call; the last line is JSON.
  */
-import { type ChildProcess, fork } from "node:child_process";
+import { type ChildProcess, execFileSync, fork } from "node:child_process";
 import { cpus, loadavg } from "node:os";
+import { monitorEventLoopDelay } from "node:perf_hooks";
 import { fileURLToPath } from "node:url";
 import { Agent, request } from "undici";
 
 const SELF = fileURLToPath(import.meta.url);
 const RATES = [500, 2000];
-const DURATION_S = Number(process.env.BENCH_SECONDS ?? "5");
+/** seconds per arm per rate, split into ROUNDS windows */
+const DURATION_S = Number(process.env.BENCH_SECONDS ?? "10");
 const WARMUP_S = 3;
 /** direct / through-shim windows per rate */
-const ROUNDS = Number(process.env.BENCH_ROUNDS ?? "5");
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? "10");
 const BODY = JSON.stringify({
   model: "claude-sonnet-4-5",
   max_tokens: 256,
@@ -22,10 +24,28 @@ const BODY = JSON.stringify({
   messages: [{ role: "user", content: "Say something short." }],
 });
 
-type Msg = { port?: number; cpu?: NodeJS.CpuUsage };
+type Msg = { port?: number; cpu?: NodeJS.CpuUsage; loopP99Ms?: number; loopMaxMs?: number };
+
+const LOOP_SAMPLE_MS = 5;
+
+/** Answer the parent's "cpu" and "loop" questions, then tell it the port: every child role ends here. */
+function ready(port: number): void {
+  const send = (m: Msg) => process.send?.(m);
+  // How late the event loop woke for a timer, less the sampling interval: how long it was held up.
+  const loop = monitorEventLoopDelay({ resolution: LOOP_SAMPLE_MS });
+  loop.enable();
+  process.on("message", (m: string) => {
+    if (m === "cpu") send({ cpu: process.cpuUsage() });
+    if (m === "loop") {
+      const less = (ns: number) => Math.max(0, ns / 1e6 - LOOP_SAMPLE_MS);
+      send({ loopP99Ms: less(loop.percentile(99)), loopMaxMs: less(loop.max) });
+      loop.reset();
+    }
+  });
+  send({ port });
+}
 
 async function role(name: string): Promise<void> {
-  const send = (m: Msg) => process.send?.(m);
   // A clean exit on SIGTERM lets --cpu-prof write its profile.
   process.on("SIGTERM", () => process.exit(0));
   if (name === "provider") {
@@ -33,11 +53,42 @@ async function role(name: string): Promise<void> {
     const sp = await startScriptedProvider({
       scenario: { text: "A short streamed benchmark reply, in words." },
     });
-    process.on("message", (m: string) => {
-      if (m === "cpu") send({ cpu: process.cpuUsage() });
+    return ready(sp.port);
+  }
+  if (name === "bare") {
+    // The floor for a Node proxy on this machine: the shim's HTTP stack (node:http in, an undici Pool out, bytes
+    // passed on as they arrive) with nothing else. What the shim costs above this is metering.
+    const { createServer } = await import("node:http");
+    const { Pool } = await import("undici");
+    const up = new Pool(process.env.UPSTREAM ?? "", { connections: 256, keepAliveTimeout: 60_000 });
+    const server = createServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on("data", (c: Buffer) => chunks.push(c));
+      req.once("end", () => {
+        const headers = { ...req.headers, host: undefined, connection: undefined };
+        up.dispatch(
+          { path: req.url ?? "/", method: "POST", headers, body: Buffer.concat(chunks) },
+          {
+            onRequestStart() {},
+            onResponseStart(_c, status, h) {
+              res.writeHead(status, { "content-type": String(h["content-type"] ?? "") });
+            },
+            onResponseData(_c, chunk) {
+              res.write(chunk);
+            },
+            onResponseEnd() {
+              res.end();
+            },
+            onResponseError() {
+              res.destroy();
+            },
+          },
+        );
+      });
     });
-    send({ port: sp.port });
-    return;
+    server.keepAliveTimeout = 65_000;
+    await new Promise<void>((r) => server.listen(0, "127.0.0.1", () => r()));
+    return ready((server.address() as { port: number }).port);
   }
   const { connect } = await import("@nats-io/transport-node");
   const { startShim } = await import("../shim/proxy/index.js");
@@ -52,13 +103,14 @@ async function role(name: string): Promise<void> {
     budgetNanoUsd: 1_000_000n * 1_000_000_000n,
     nc,
   });
-  process.on("message", (m: string) => {
-    if (m === "cpu") send({ cpu: process.cpuUsage() });
-  });
-  send({ port: shim.port });
+  ready(shim.port);
 }
 
-function child(name: string, env: Record<string, string>): Promise<{ proc: ChildProcess; port: number }> {
+function child(
+  name: string,
+  env: Record<string, string>,
+  all: ChildProcess[],
+): Promise<{ proc: ChildProcess; port: number }> {
   const proc = fork(SELF, ["--role", name], {
     execArgv: [
       "--import",
@@ -71,9 +123,17 @@ function child(name: string, env: Record<string, string>): Promise<{ proc: Child
     env: { ...process.env, ...env },
     stdio: ["ignore", "inherit", "inherit", "ipc"],
   });
+  all.push(proc);
   return new Promise((resolve, reject) => {
     proc.once("message", (m: Msg) => resolve({ proc, port: m.port ?? 0 }));
     proc.once("exit", (code) => reject(new Error(`${name} exited ${code}`)));
+  });
+}
+
+function loopOf(proc: ChildProcess): Promise<{ p99: number; max: number }> {
+  return new Promise((resolve) => {
+    proc.once("message", (m: Msg) => resolve({ p99: m.loopP99Ms ?? 0, max: m.loopMaxMs ?? 0 }));
+    proc.send("loop");
   });
 }
 
@@ -158,93 +218,174 @@ function pct(xs: number[], p: number): number {
 const r3 = (x: number) => Math.round(x * 1000) / 1000;
 const usOf = (a: NodeJS.CpuUsage, b: NodeJS.CpuUsage) => b.user - a.user + (b.system - a.system);
 
+/** Move a process and all its threads onto the given CPUs (Linux taskset); false when that is not possible. */
+function pin(pid: number, cpuList: string): boolean {
+  try {
+    execFileSync("taskset", ["-a", "-pc", cpuList, String(pid)], { stdio: "ignore" });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+interface Arm {
+  name: "direct" | "bare" | "shim";
+  url: string;
+  /** the proxy process whose CPU and event loop are measured (none for direct) */
+  proc?: ChildProcess;
+}
+
+interface ArmStats {
+  all: Phase;
+  /** p99 of each window, for the median across windows */
+  windowP99s: number[];
+  cpuUs: number;
+  loopP99Ms: number[];
+  loopMaxMs: number;
+}
+
+const median = (xs: number[]) => pct(xs, 50);
+
+function summary(a: ArmStats) {
+  const calls = a.all.latenciesMs.length + a.all.errors;
+  return {
+    p50: r3(pct(a.all.latenciesMs, 50)),
+    p90: r3(pct(a.all.latenciesMs, 90)),
+    p99: r3(pct(a.all.latenciesMs, 99)),
+    p999: r3(pct(a.all.latenciesMs, 99.9)),
+    /** median over windows of each window's p99: one stall of the machine moves one window, not the figure */
+    p99Windowed: r3(median(a.windowP99s)),
+    ttfbP50: r3(pct(a.all.ttfbMs, 50)),
+    cpuUsPerCall: r3(a.cpuUs / Math.max(1, calls)),
+    errors: a.all.errors,
+    lateStarts: a.all.lateStarts,
+    ...(a.loopP99Ms.length > 0
+      ? { loopDelayP99Ms: r3(median(a.loopP99Ms)), loopDelayMaxMs: r3(a.loopMaxMs) }
+      : {}),
+  };
+}
+
+type Summary = ReturnType<typeof summary>;
+
+function added(over: Summary, base: Summary) {
+  return {
+    p50: r3(over.p50 - base.p50),
+    p99: r3(over.p99 - base.p99),
+    p99Windowed: r3(over.p99Windowed - base.p99Windowed),
+  };
+}
+
 async function main(): Promise<void> {
+  // Pinned layout (BENCH_PIN=1): the load generator, the provider and nats-server share CPU 0; the shim and the bare
+  // proxy get CPU 1, as a shim gets its task's own vCPU in production instead of competing with the provider.
+  const pinned = process.env.BENCH_PIN === "1" && cpus().length >= 2 && pin(process.pid, "0");
   const { startNats } = await import("../test/helpers/nats.js");
   const { ensureShimTopology } = await import("../test/integration/shim-fixture.js");
   const nats = await startNats();
-  const nc = await nats.connect("bench");
-  await ensureShimTopology(nc);
-  const provider = await child("provider", {});
-  const providerUrl = `http://127.0.0.1:${provider.port}`;
-  const shim = await child("shim", { NATS_URL: nats.url, UPSTREAM: providerUrl });
-  const shimUrl = `http://127.0.0.1:${shim.port}`;
+  const children: ChildProcess[] = [];
+  const stop = async () => {
+    for (const c of children) c.kill("SIGTERM");
+    await nats.cleanup();
+  };
+  // Interrupted: leave no nats-server or children behind.
+  for (const sig of ["SIGINT", "SIGTERM"] as const)
+    process.once(sig, () => void stop().finally(() => process.exit(130)));
   const agent = new Agent({ connections: 512, keepAliveTimeout: 30_000 });
   const results: Record<string, unknown>[] = [];
-  // Interrupted: leave no nats-server or children behind.
-  for (const sig of ["SIGINT", "SIGTERM"] as const) {
-    process.once(sig, () => {
-      shim.proc.kill("SIGTERM");
-      provider.proc.kill("SIGTERM");
-      void nats.cleanup().finally(() => process.exit(130));
-    });
-  }
   try {
+    const nc = await nats.connect("bench");
+    await ensureShimTopology(nc);
+    await nc.close();
+    const start = async (name: string, env: Record<string, string>) => {
+      const c = await child(name, env, children);
+      return c;
+    };
+    const provider = await start("provider", {});
+    const providerUrl = `http://127.0.0.1:${provider.port}`;
+    const shim = await start("shim", { NATS_URL: nats.url, UPSTREAM: providerUrl });
+    const bare = await start("bare", { UPSTREAM: providerUrl });
+    if (pinned) for (const c of [shim, bare]) pin(c.proc.pid ?? 0, "1");
+    const arms: Arm[] = [
+      { name: "direct", url: providerUrl },
+      { name: "bare", url: `http://127.0.0.1:${bare.port}`, proc: bare.proc },
+      { name: "shim", url: `http://127.0.0.1:${shim.port}`, proc: shim.proc },
+    ];
     // Warm up long enough for the JIT to settle in every process.
-    await drive(agent, providerUrl, 1000, WARMUP_S);
-    await drive(agent, shimUrl, 1000, WARMUP_S);
+    for (const arm of arms) await drive(agent, arm.url, 1000, WARMUP_S);
     const idle0 = await cpuOf(shim.proc);
     await new Promise((r) => setTimeout(r, 1000));
     const idleUsPerS = usOf(idle0, await cpuOf(shim.proc));
     for (const rate of RATES) {
-      // Direct and through-shim windows alternate, so load from anything else on the machine falls on both alike.
-      const direct: Phase = { latenciesMs: [], ttfbMs: [], errors: 0, lateStarts: 0 };
-      const via: Phase = { latenciesMs: [], ttfbMs: [], errors: 0, lateStarts: 0 };
+      const stats = new Map<Arm["name"], ArmStats>();
+      for (const arm of arms)
+        stats.set(arm.name, {
+          all: { latenciesMs: [], ttfbMs: [], errors: 0, lateStarts: 0 },
+          windowP99s: [],
+          cpuUs: 0,
+          loopP99Ms: [],
+          loopMaxMs: 0,
+        });
       let providerUs = 0;
-      let cpuUs = 0;
       let driverUs = 0;
       for (let round = 0; round < ROUNDS; round++) {
-        const p0 = await cpuOf(provider.proc);
-        const d0 = process.cpuUsage();
-        merge(direct, await drive(agent, providerUrl, rate, DURATION_S / ROUNDS));
-        driverUs += usOf(d0, process.cpuUsage());
-        providerUs += usOf(p0, await cpuOf(provider.proc));
-        const cpu0 = await cpuOf(shim.proc);
-        merge(via, await drive(agent, shimUrl, rate, DURATION_S / ROUNDS));
-        cpuUs += usOf(cpu0, await cpuOf(shim.proc));
+        // The arms take turns in short windows, in a rotating order, so a stall of the machine (this VM loses
+        // several ms at a time when both vCPUs are busy) falls on every arm alike.
+        for (let k = 0; k < arms.length; k++) {
+          const arm = arms[(round + k) % arms.length]!;
+          const st = stats.get(arm.name)!;
+          const p0 = await cpuOf(provider.proc);
+          const d0 = process.cpuUsage();
+          const c0 = arm.proc ? await cpuOf(arm.proc) : undefined;
+          if (arm.proc) await loopOf(arm.proc);
+          const phase = await drive(agent, arm.url, rate, DURATION_S / ROUNDS);
+          if (arm.proc && c0) {
+            st.cpuUs += usOf(c0, await cpuOf(arm.proc));
+            const loop = await loopOf(arm.proc);
+            st.loopP99Ms.push(loop.p99);
+            st.loopMaxMs = Math.max(st.loopMaxMs, loop.max);
+          }
+          if (arm.name === "direct") {
+            driverUs += usOf(d0, process.cpuUsage());
+            providerUs += usOf(p0, await cpuOf(provider.proc));
+          }
+          st.windowP99s.push(pct(phase.latenciesMs, 99));
+          merge(st.all, phase);
+        }
       }
-      const calls = via.latenciesMs.length + via.errors;
-      const directCalls = Math.max(1, direct.latenciesMs.length + direct.errors);
-      const providerCpuUsPerCall = r3(providerUs / directCalls);
+      const direct = summary(stats.get("direct")!);
+      const viaBare = summary(stats.get("bare")!);
+      const viaShim = summary(stats.get("shim")!);
+      const directCalls = Math.max(1, stats.get("direct")!.all.latenciesMs.length + direct.errors);
       const row = {
         rate,
-        calls,
-        direct: {
-          p50: r3(pct(direct.latenciesMs, 50)),
-          p90: r3(pct(direct.latenciesMs, 90)),
-          p99: r3(pct(direct.latenciesMs, 99)),
-          p999: r3(pct(direct.latenciesMs, 99.9)),
-          errors: direct.errors,
-        },
-        shim: {
-          p50: r3(pct(via.latenciesMs, 50)),
-          p90: r3(pct(via.latenciesMs, 90)),
-          p99: r3(pct(via.latenciesMs, 99)),
-          p999: r3(pct(via.latenciesMs, 99.9)),
-          errors: via.errors,
-        },
-        ttfb: { directP50: r3(pct(direct.ttfbMs, 50)), shimP50: r3(pct(via.ttfbMs, 50)) },
-        addedP50Ms: r3(pct(via.latenciesMs, 50) - pct(direct.latenciesMs, 50)),
-        addedP99Ms: r3(pct(via.latenciesMs, 99) - pct(direct.latenciesMs, 99)),
-        shimCpuUsPerCall: r3(cpuUs / Math.max(1, calls)),
-        providerCpuUsPerCall,
+        calls: stats.get("shim")!.all.latenciesMs.length + viaShim.errors,
+        direct,
+        bare: viaBare,
+        shim: viaShim,
+        /** what the shim adds to a call: the issue's figure */
+        added: added(viaShim, direct),
+        /** what any Node proxy hop adds here: node:http in, undici out, bytes passed on, nothing else */
+        bareAdded: added(viaBare, direct),
+        /** what metering adds on top of that hop */
+        meteringAdded: added(viaShim, viaBare),
+        providerCpuUsPerCall: r3(providerUs / directCalls),
         driverCpuUsPerCall: r3(driverUs / directCalls),
         shimIdleCpuUsPerS: r3(idleUsPerS),
-        lateStarts: { direct: direct.lateStarts, shim: via.lateStarts },
       };
       results.push(row);
+      const f = (a: { p50: number; p99: number; p99Windowed: number }) =>
+        `p50 ${a.p50} p99 ${a.p99} (windowed ${a.p99Windowed})`;
       process.stdout.write(
-        `${rate}/s x ${DURATION_S}s  direct p50 ${row.direct.p50} p99 ${row.direct.p99} ms | shim p50 ${row.shim.p50} p99 ${row.shim.p99} ms | added p50 ${row.addedP50Ms} p99 ${row.addedP99Ms} ms | CPU/call shim ${row.shimCpuUsPerCall} us, provider ${row.providerCpuUsPerCall} us, driver ${row.driverCpuUsPerCall} us | errors ${row.direct.errors}/${row.shim.errors}\n`,
+        `${rate}/s x ${DURATION_S}s per arm | direct ${f(direct)} | shim ${f(viaShim)} | added ${f(row.added)} | bare proxy added ${f(row.bareAdded)} | metering added ${f(row.meteringAdded)} | CPU/call shim ${viaShim.cpuUsPerCall} us, bare ${viaBare.cpuUsPerCall} us, provider ${row.providerCpuUsPerCall} us, driver ${row.driverCpuUsPerCall} us | loop delay p99 shim ${viaShim.loopDelayP99Ms} bare ${viaBare.loopDelayP99Ms} ms | errors ${direct.errors}/${viaBare.errors}/${viaShim.errors}\n`,
       );
     }
   } finally {
     await agent.close();
-    shim.proc.kill("SIGTERM");
-    provider.proc.kill("SIGTERM");
-    await nats.cleanup();
+    await stop();
   }
-  const at2000 = results.find((r) => r.rate === 2000) as { addedP99Ms: number } | undefined;
+  const at2000 = results.find((r) => r.rate === 2000) as { added: { p99: number } } | undefined;
   process.stdout.write(
-    `${JSON.stringify({ bench: "shim", durationS: DURATION_S, cpus: cpus().length, loadavg1m: r3(loadavg()[0] ?? 0), results, addedP99At2000Ms: at2000?.addedP99Ms ?? null, aimMet: at2000 ? at2000.addedP99Ms < 1 : false })}\n`,
+    `${JSON.stringify({ bench: "shim", durationS: DURATION_S, rounds: ROUNDS, pinned, cpus: cpus().length, loadavg1m: r3(loadavg()[0] ?? 0), results, addedP99At2000Ms: at2000?.added.p99 ?? null, aimMet: at2000 ? at2000.added.p99 < 1 : false })}\n`,
   );
 }
 
