@@ -11,18 +11,58 @@ import { fileURLToPath } from "node:url";
 import { Agent, request } from "undici";
 
 const SELF = fileURLToPath(import.meta.url);
-const RATES = [500, 2000];
+/**
+ * Fixed rates with a short request, then a slower rate with a request the size of a coding agent's mid-session turn
+ * (system prompt, tool definitions, a conversation with code and non-ASCII text): what reading a large request costs.
+ */
+const LOADS = [
+  { rate: 500, requestKb: 0 },
+  { rate: 2000, requestKb: 0 },
+  { rate: 200, requestKb: Number(process.env.BENCH_LARGE_KB ?? "150") },
+];
 /** seconds per arm per rate, split into ROUNDS windows */
 const DURATION_S = Number(process.env.BENCH_SECONDS ?? "10");
 const WARMUP_S = 3;
 /** direct / through-shim windows per rate */
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? "10");
-const BODY = JSON.stringify({
-  model: "claude-sonnet-4-5",
-  max_tokens: 256,
-  stream: true,
-  messages: [{ role: "user", content: "Say something short." }],
-});
+/** A streaming Messages request of about `kb` KB (a one-line prompt for 0). */
+function requestBody(kb: number): Buffer {
+  const messages: unknown[] = [];
+  const line = 'const naïve = résumé.map((x) => x * 2); // "quoted" \\ path\n';
+  for (let turn = 0; JSON.stringify(messages).length < kb * 1000 - 12_000; turn++)
+    messages.push(
+      turn % 2 === 0
+        ? {
+            role: "user",
+            content: [{ type: "tool_result", tool_use_id: `toolu_${turn}`, content: line.repeat(40) }],
+          }
+        : {
+            role: "assistant",
+            content: [
+              { type: "tool_use", id: `toolu_${turn + 1}`, name: "bash", input: { command: "ls -la" } },
+            ],
+          },
+    );
+  messages.push({ role: "user", content: "Say something short." });
+  return Buffer.from(
+    JSON.stringify({
+      model: "claude-sonnet-4-5",
+      max_tokens: 256,
+      stream: true,
+      ...(kb > 0
+        ? {
+            system: [{ type: "text", text: "You are a coding agent. ".repeat(200) }],
+            tools: Array.from({ length: 12 }, (_, i) => ({
+              name: `tool_${i}`,
+              description: "Runs a thing. ".repeat(30),
+              input_schema: { type: "object", properties: { command: { type: "string" } } },
+            })),
+          }
+        : {}),
+      messages,
+    }),
+  );
+}
 
 type Msg = { port?: number; cpu?: NodeJS.CpuUsage; loopP99Ms?: number; loopMaxMs?: number };
 
@@ -152,7 +192,7 @@ interface Phase {
 }
 
 /** Open loop: call i starts at i/rate seconds whether or not earlier calls are done. */
-async function drive(agent: Agent, url: string, rate: number, seconds: number): Promise<Phase> {
+async function drive(agent: Agent, url: string, rate: number, seconds: number, body: Buffer): Promise<Phase> {
   const total = Math.round(rate * seconds);
   const phase: Phase = { latenciesMs: [], ttfbMs: [], errors: 0, lateStarts: 0 };
   const t0 = performance.now();
@@ -163,7 +203,7 @@ async function drive(agent: Agent, url: string, rate: number, seconds: number): 
       const now = performance.now();
       while (i < total && t0 + (i * 1000) / rate <= now) {
         if (now - (t0 + (i * 1000) / rate) > 5) phase.lateStarts++;
-        inflight.push(one(agent, url, phase));
+        inflight.push(one(agent, url, phase, body));
         i++;
       }
       if (i >= total) resolve();
@@ -175,7 +215,7 @@ async function drive(agent: Agent, url: string, rate: number, seconds: number): 
   return phase;
 }
 
-async function one(agent: Agent, url: string, phase: Phase): Promise<void> {
+async function one(agent: Agent, url: string, phase: Phase, body: Buffer): Promise<void> {
   const start = performance.now();
   try {
     const res = await request(`${url}/v1/messages`, {
@@ -186,7 +226,7 @@ async function one(agent: Agent, url: string, phase: Phase): Promise<void> {
         "x-api-key": "dummy",
         "anthropic-version": "2023-06-01",
       },
-      body: BODY,
+      body,
     });
     let first = true;
     for await (const _ of res.body) {
@@ -292,6 +332,7 @@ async function main(): Promise<void> {
     process.once(sig, () => void stop().finally(() => process.exit(130)));
   const agent = new Agent({ connections: 512, keepAliveTimeout: 30_000 });
   const results: Record<string, unknown>[] = [];
+  const small = requestBody(0);
   try {
     const nc = await nats.connect("bench");
     await ensureShimTopology(nc);
@@ -311,11 +352,12 @@ async function main(): Promise<void> {
       { name: "shim", url: `http://127.0.0.1:${shim.port}`, proc: shim.proc },
     ];
     // Warm up long enough for the JIT to settle in every process.
-    for (const arm of arms) await drive(agent, arm.url, 1000, WARMUP_S);
+    for (const arm of arms) await drive(agent, arm.url, 1000, WARMUP_S, small);
     const idle0 = await cpuOf(shim.proc);
     await new Promise((r) => setTimeout(r, 1000));
     const idleUsPerS = usOf(idle0, await cpuOf(shim.proc));
-    for (const rate of RATES) {
+    for (const { rate, requestKb } of LOADS) {
+      const body = requestBody(requestKb);
       const stats = new Map<Arm["name"], ArmStats>();
       for (const arm of arms)
         stats.set(arm.name, {
@@ -337,7 +379,7 @@ async function main(): Promise<void> {
           const d0 = process.cpuUsage();
           const c0 = arm.proc ? await cpuOf(arm.proc) : undefined;
           if (arm.proc) await loopOf(arm.proc);
-          const phase = await drive(agent, arm.url, rate, DURATION_S / ROUNDS);
+          const phase = await drive(agent, arm.url, rate, DURATION_S / ROUNDS, body);
           if (arm.proc && c0) {
             st.cpuUs += usOf(c0, await cpuOf(arm.proc));
             const loop = await loopOf(arm.proc);
@@ -358,6 +400,7 @@ async function main(): Promise<void> {
       const directCalls = Math.max(1, stats.get("direct")!.all.latenciesMs.length + direct.errors);
       const row = {
         rate,
+        requestBytes: body.length,
         calls: stats.get("shim")!.all.latenciesMs.length + viaShim.errors,
         direct,
         bare: viaBare,
@@ -376,14 +419,16 @@ async function main(): Promise<void> {
       const f = (a: { p50: number; p99: number; p99Windowed: number }) =>
         `p50 ${a.p50} p99 ${a.p99} (windowed ${a.p99Windowed})`;
       process.stdout.write(
-        `${rate}/s x ${DURATION_S}s per arm | direct ${f(direct)} | shim ${f(viaShim)} | added ${f(row.added)} | bare proxy added ${f(row.bareAdded)} | metering added ${f(row.meteringAdded)} | CPU/call shim ${viaShim.cpuUsPerCall} us, bare ${viaBare.cpuUsPerCall} us, provider ${row.providerCpuUsPerCall} us, driver ${row.driverCpuUsPerCall} us | loop delay p99 shim ${viaShim.loopDelayP99Ms} bare ${viaBare.loopDelayP99Ms} ms | errors ${direct.errors}/${viaBare.errors}/${viaShim.errors}\n`,
+        `${rate}/s x ${DURATION_S}s per arm, ${Math.round(body.length / 1000)} KB requests | direct ${f(direct)} | shim ${f(viaShim)} | added ${f(row.added)} | bare proxy added ${f(row.bareAdded)} | metering added ${f(row.meteringAdded)} | CPU/call shim ${viaShim.cpuUsPerCall} us, bare ${viaBare.cpuUsPerCall} us, provider ${row.providerCpuUsPerCall} us, driver ${row.driverCpuUsPerCall} us | loop delay p99 shim ${viaShim.loopDelayP99Ms} bare ${viaBare.loopDelayP99Ms} ms | errors ${direct.errors}/${viaBare.errors}/${viaShim.errors}\n`,
       );
     }
   } finally {
     await agent.close();
     await stop();
   }
-  const at2000 = results.find((r) => r.rate === 2000) as { added: { p99: number } } | undefined;
+  const at2000 = results.find((r) => r.rate === 2000 && r.requestBytes === small.length) as
+    | { added: { p99: number } }
+    | undefined;
   process.stdout.write(
     `${JSON.stringify({ bench: "shim", durationS: DURATION_S, rounds: ROUNDS, pinned, cpus: cpus().length, loadavg1m: r3(loadavg()[0] ?? 0), results, addedP99At2000Ms: at2000?.added.p99 ?? null, aimMet: at2000 ? at2000.added.p99 < 1 : false })}\n`,
   );

@@ -22,10 +22,23 @@ export function routeOf(pathname: string): Route | undefined {
 /** Which request field caps output, per endpoint; OpenAI chat accepts either name. */
 type MaxField = "max_tokens" | "max_completion_tokens" | "max_output_tokens";
 
-/** A model call's request, parsed once, rewritten only where metering needs it. */
+/** A change to the request's bytes: [start, end) replaced by `bytes` (start === end inserts). */
+interface Edit {
+  start: number;
+  end: number;
+  bytes: Buffer;
+}
+
+/** A top-level member of the request body: its parsed value and where the value's bytes are. */
+interface Member {
+  value: unknown;
+  start: number;
+  end: number;
+}
+
+/** A model call's request. Only the few top-level members metering needs are parsed; the conversation is not. */
 export interface CallRequest {
   route: Route;
-  body: Record<string, unknown>;
   /** the model the harness asked for (an alias, possibly) */
   model: string;
   stream: boolean;
@@ -34,57 +47,182 @@ export interface CallRequest {
   /** the shim added stream_options.include_usage, so the extra usage chunk is hidden from the client */
   hideUsage: boolean;
   clampedMaxTokens: number | null;
-  /** the body was rewritten: send JSON.stringify(body) */
-  modified: boolean;
-  /** only stream_options.include_usage was added, and the request had no stream_options: splice it into the bytes */
-  spliceUsage: boolean;
   raw: Buffer;
+  /** the members read, last occurrence of each (what JSON.parse and the provider see) */
+  members: Map<string, Member>;
+  /** just past the body's opening brace: where a new member goes */
+  open: number;
+  /** how many top-level members the body has */
+  memberCount: number;
+  /** members whose value metering replaced, by name; with `added`, none: the client's bytes go out untouched */
+  edits: Map<string, Edit>;
+  /** members metering added, by name, as JSON */
+  added: Map<string, Buffer>;
+}
+
+const MAX_FIELDS = ["max_tokens", "max_completion_tokens", "max_output_tokens"] as const;
+/** The top-level members metering reads: model, streaming, the output cap and what a clamp must keep valid. */
+const READ = new Set<string>(["model", "stream", "stream_options", "thinking", ...MAX_FIELDS]);
+
+// JSON's structural bytes
+const QUOTE = 0x22;
+const BACKSLASH = 0x5c;
+const COMMA = 0x2c;
+const COLON = 0x3a;
+const OPEN_BRACE = 0x7b;
+const CLOSE_BRACE = 0x7d;
+const OPEN_BRACKET = 0x5b;
+const CLOSE_BRACKET = 0x5d;
+
+function isSpace(c: number | undefined): boolean {
+  return c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09;
+}
+
+function skipSpace(b: Buffer, i: number): number {
+  while (isSpace(b[i])) i++;
+  return i;
+}
+
+/** From an opening quote to just past its closing quote, or -1. Strings are most of a request: memchr, not a loop. */
+function skipString(b: Buffer, i: number): number {
+  for (let q = i; ; ) {
+    q = b.indexOf(QUOTE, q + 1);
+    if (q < 0) return -1;
+    let k = q - 1;
+    while (b[k] === BACKSLASH) k--;
+    if ((q - 1 - k) % 2 === 0) return q + 1;
+  }
+}
+
+/** From the first byte of a value to just past it, or -1 when the structure is broken. */
+function skipValue(b: Buffer, i: number): number {
+  const c = b[i];
+  if (c === QUOTE) return skipString(b, i);
+  if (c === OPEN_BRACE || c === OPEN_BRACKET) {
+    let depth = 0;
+    while (i < b.length) {
+      const d = b[i]!;
+      if (d === QUOTE) {
+        i = skipString(b, i);
+        if (i < 0) return -1;
+        continue;
+      }
+      if (d === OPEN_BRACE || d === OPEN_BRACKET) depth++;
+      else if (d === CLOSE_BRACE || d === CLOSE_BRACKET) {
+        depth--;
+        if (depth === 0) return i + 1;
+      }
+      i++;
+    }
+    return -1;
+  }
+  // number, true, false, null: up to the next delimiter
+  const from = i;
+  while (i < b.length && !isSpace(b[i]) && b[i] !== COMMA && b[i] !== CLOSE_BRACE && b[i] !== CLOSE_BRACKET)
+    i++;
+  return i > from ? i : -1;
+}
+
+/**
+ * The top-level members in READ, without parsing the rest: a coding agent's request is tens to hundreds of KB of
+ * conversation, and decoding it to a string and parsing it cost the shim about a millisecond per call. Strings are
+ * skipped with indexOf. Returns the opening brace's end and the members, or a message when the body is not a JSON
+ * object. Bytes inside skipped values are not validated: the provider rejects those, unbilled.
+ */
+function scanMembers(b: Buffer): { open: number; count: number; members: Map<string, Member> } | string {
+  const broken = "request body is not valid JSON";
+  const members = new Map<string, Member>();
+  let i = skipSpace(b, 0);
+  if (i >= b.length) return "request body is empty";
+  if (b[i] !== OPEN_BRACE) return "request body must be a JSON object";
+  const open = i + 1;
+  i = skipSpace(b, open);
+  if (b[i] === CLOSE_BRACE) return skipSpace(b, i + 1) === b.length ? { open, count: 0, members } : broken;
+  for (let count = 1; ; count++) {
+    if (b[i] !== QUOTE) return broken;
+    const keyStart = i;
+    const keyEnd = skipString(b, keyStart);
+    if (keyEnd < 0) return broken;
+    i = skipSpace(b, keyEnd);
+    if (b[i] !== COLON) return broken;
+    const start = skipSpace(b, i + 1);
+    const end = skipValue(b, start);
+    if (end < 0) return broken;
+    // Keys are short; only one that could be a member we read is decoded (escapes and all).
+    if (keyEnd - keyStart <= 64) {
+      const key = parseSlice(b, keyStart, keyEnd);
+      if (typeof key === "string" && READ.has(key)) {
+        const value = parseSlice(b, start, end);
+        if (value === BROKEN) return broken;
+        members.set(key, { value, start, end });
+      } else if (key === BROKEN) return broken;
+    }
+    i = skipSpace(b, end);
+    if (b[i] === COMMA) {
+      i = skipSpace(b, i + 1);
+      continue;
+    }
+    if (b[i] === CLOSE_BRACE && skipSpace(b, i + 1) === b.length) return { open, count, members };
+    return broken;
+  }
+}
+
+const BROKEN = Symbol("broken");
+
+function parseSlice(b: Buffer, start: number, end: number): unknown {
+  try {
+    return JSON.parse(b.toString("utf8", start, end));
+  } catch {
+    return BROKEN;
+  }
 }
 
 export function parseCall(route: Route, raw: Buffer): CallRequest | string {
-  let body: unknown;
-  try {
-    body = JSON.parse(raw.toString("utf8"));
-  } catch {
-    return "request body is not valid JSON";
-  }
-  if (!isRecord(body)) return "request body must be a JSON object";
-  const model = typeof body.model === "string" ? body.model : "";
-  const stream = body.stream === true;
+  const scanned = scanMembers(raw);
+  if (typeof scanned === "string") return scanned;
+  const { members, open, count } = scanned;
+  const model = members.get("model")?.value;
   let maxField: MaxField | undefined;
-  for (const f of ["max_tokens", "max_completion_tokens", "max_output_tokens"] as const) {
-    if (typeof body[f] === "number") {
+  for (const f of MAX_FIELDS) {
+    if (typeof members.get(f)?.value === "number") {
       maxField = f;
       break;
     }
   }
+  const stream = members.get("stream")?.value === true;
   const call: CallRequest = {
     route,
-    body,
-    model,
+    model: typeof model === "string" ? model : "",
     stream,
     maxField,
-    maxTokens: maxField ? (body[maxField] as number) : undefined,
+    maxTokens: maxField ? (members.get(maxField)!.value as number) : undefined,
     hideUsage: false,
     clampedMaxTokens: null,
-    modified: false,
-    spliceUsage: false,
     raw,
+    members,
+    open,
+    memberCount: count,
+    edits: new Map(),
+    added: new Map(),
   };
   // Chat streams report usage only when asked; ask, and remember to hide the answer from a client that did not.
   if (route.endpoint === "chat_completions" && stream) {
-    const so = isRecord(body.stream_options) ? body.stream_options : undefined;
-    if (so?.include_usage !== true) {
-      const absent = !Object.hasOwn(body, "stream_options");
-      body.stream_options = { ...(so ?? {}), include_usage: true };
+    const so = members.get("stream_options");
+    const opts = isRecord(so?.value) ? so.value : undefined;
+    if (opts?.include_usage !== true) {
       call.hideUsage = true;
-      // No stream_options at all (the usual case): the field goes in front of the original bytes, sparing a
-      // re-serialisation of what can be a few hundred KB of conversation on every call.
-      if (absent) call.spliceUsage = true;
-      else call.modified = true;
+      setMember(call, "stream_options", { ...(opts ?? {}), include_usage: true });
     }
   }
   return call;
+}
+
+/** Set a top-level member in the bytes sent upstream: the value of its last occurrence is replaced, or it is added. */
+function setMember(call: CallRequest, name: string, value: unknown): void {
+  const json = Buffer.from(JSON.stringify(value));
+  const at = call.members.get(name);
+  if (at) call.edits.set(name, { start: at.start, end: at.end, bytes: json });
+  else call.added.set(name, json);
 }
 
 /** The output field a clamp writes when the request set none. */
@@ -97,30 +235,36 @@ function defaultMaxField(call: CallRequest): MaxField {
 /** Lower the request's output cap to `n` tokens (adding the field when absent), keeping the request valid. */
 export function clamp(call: CallRequest, n: number): void {
   const field = call.maxField ?? defaultMaxField(call);
-  call.body[field] = n;
+  setMember(call, field, n);
   call.maxField = field;
   call.maxTokens = n;
   call.clampedMaxTokens = n;
-  call.modified = true;
   // Anthropic extended thinking needs budget_tokens < max_tokens (and at least 1024).
-  const thinking = call.body.thinking;
+  const thinking = call.members.get("thinking")?.value;
   if (isRecord(thinking) && typeof thinking.budget_tokens === "number" && thinking.budget_tokens >= n) {
-    if (n > 1024) call.body.thinking = { ...thinking, budget_tokens: n - 1 };
-    else delete call.body.thinking;
+    setMember(call, "thinking", n > 1024 ? { ...thinking, budget_tokens: n - 1 } : { type: "disabled" });
   }
 }
 
-const USAGE_FIELD = Buffer.from('"stream_options":{"include_usage":true},');
-
-/** The bytes to send upstream: the original ones unless the request was rewritten. */
+/** The bytes to send upstream: the client's own unless metering changed a member. */
 export function upstreamBody(call: CallRequest): Buffer {
-  if (call.modified) return Buffer.from(JSON.stringify(call.body), "utf8");
-  if (!call.spliceUsage) return call.raw;
-  // The body parsed as an object holding "stream": true, so its first non-blank byte is "{" and a member follows.
-  const raw = call.raw;
-  let i = 0;
-  while (i < raw.length && raw[i] !== 0x7b) i++;
-  return Buffer.concat([raw.subarray(0, i + 1), USAGE_FIELD, raw.subarray(i + 1)]);
+  if (call.edits.size === 0 && call.added.size === 0) return call.raw;
+  const edits = [...call.edits.values()];
+  if (call.added.size > 0) {
+    // New members go first, right after the opening brace.
+    const members = [...call.added].map(([name, json]) => `${JSON.stringify(name)}:${json.toString("utf8")}`);
+    const text = members.join(",") + (call.memberCount > 0 ? "," : "");
+    edits.push({ start: call.open, end: call.open, bytes: Buffer.from(text) });
+  }
+  edits.sort((a, b) => a.start - b.start);
+  const parts: Buffer[] = [];
+  let at = 0;
+  for (const e of edits) {
+    parts.push(call.raw.subarray(at, e.start), e.bytes);
+    at = e.end;
+  }
+  parts.push(call.raw.subarray(at));
+  return Buffer.concat(parts);
 }
 
 /** Input-token estimate from the bytes sent (the scripted provider bills a cut OpenAI stream the same way). */

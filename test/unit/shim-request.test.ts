@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
+import fc from "fast-check";
 import { clamp, parseCall, routeOf, upstreamBody } from "../../shim/proxy/request.js";
 
 const chat = routeOf("/v1/chat/completions")!;
@@ -46,4 +47,108 @@ describe("request rewriting for metering", () => {
     assert.equal(sent.max_tokens, 100);
     assert.deepEqual(sent.stream_options, { include_usage: true });
   });
+});
+
+describe("reading a request without parsing the conversation", () => {
+  const messages = routeOf("/v1/messages")!;
+  const responses = routeOf("/v1/responses")!;
+
+  it("reads what JSON.parse reads, for any object and any layout, and sends the bytes untouched", () => {
+    const member = fc.oneof(
+      fc.constantFrom("model", "stream", "max_tokens", "max_output_tokens", "thinking", "messages"),
+      fc.string(),
+    );
+    fc.assert(
+      fc.property(
+        fc.dictionary(member, fc.jsonValue(), { maxKeys: 8 }),
+        fc.constantFrom(undefined, 0, 2, "\t"),
+        (obj, indent) => {
+          const raw = Buffer.from(JSON.stringify(obj, null, indent));
+          const call = parseCall(messages, raw);
+          assert.ok(typeof call !== "string", String(call));
+          const want = JSON.parse(raw.toString("utf8")) as Record<string, unknown>;
+          assert.equal(call.model, typeof want.model === "string" ? want.model : "");
+          assert.equal(call.stream, want.stream === true);
+          const cap = ["max_tokens", "max_completion_tokens", "max_output_tokens"].find(
+            (f) => typeof want[f] === "number",
+          );
+          assert.equal(call.maxTokens, cap === undefined ? undefined : want[cap]);
+          assert.equal(upstreamBody(call), raw);
+        },
+      ),
+      { numRuns: 500 },
+    );
+  });
+
+  it("a clamp changes only the cap (and a thinking budget above it), for any object", () => {
+    fc.assert(
+      fc.property(
+        fc.dictionary(fc.string(), fc.jsonValue(), { maxKeys: 6 }),
+        fc.option(fc.integer({ min: 1, max: 100_000 }), { nil: undefined }),
+        fc.option(fc.integer({ min: 0, max: 100_000 }), { nil: undefined }),
+        fc.integer({ min: 1, max: 50_000 }),
+        (rest, max, budget, n) => {
+          const obj: Record<string, unknown> = { ...rest };
+          delete obj.max_output_tokens;
+          delete obj.thinking;
+          if (max !== undefined) obj.max_output_tokens = max;
+          if (budget !== undefined) obj.thinking = { type: "enabled", budget_tokens: budget };
+          const call = parseCall(responses, Buffer.from(JSON.stringify(obj)));
+          assert.ok(typeof call !== "string");
+          clamp(call, n);
+          const sent = body(upstreamBody(call));
+          const want: Record<string, unknown> = { ...obj, max_output_tokens: n };
+          if (budget !== undefined && budget >= n)
+            want.thinking = n > 1024 ? { type: "enabled", budget_tokens: n - 1 } : { type: "disabled" };
+          assert.deepEqual(sent, JSON.parse(JSON.stringify(want)));
+        },
+      ),
+      { numRuns: 500 },
+    );
+  });
+
+  it("takes the last of a repeated member, as JSON.parse and the provider do, and edits that one", () => {
+    const raw = Buffer.from(
+      '{"model":"cheap","max_tokens":10,"model":"dear","max_tokens":9000,"stream":true}',
+    );
+    const call = parseCall(messages, raw);
+    assert.ok(typeof call !== "string");
+    assert.equal(call.model, "dear");
+    assert.equal(call.maxTokens, 9000);
+    clamp(call, 100);
+    assert.equal(body(upstreamBody(call)).max_tokens, 100);
+  });
+
+  it("decodes escaped member names and is not fooled by members nested in the conversation", () => {
+    const raw = Buffer.from(
+      '{"messages":[{"role":"user","content":"say \\"model\\":\\"x\\" \\\\","model":"nested"}],"mod\\u0065l":"real","stream":false}',
+    );
+    const call = parseCall(messages, raw);
+    assert.ok(typeof call !== "string");
+    assert.equal(call.model, "real");
+    assert.equal(call.stream, false);
+  });
+
+  it("adds a member to an empty body without a stray comma", () => {
+    const call = parseCall(responses, Buffer.from(" { } "));
+    assert.ok(typeof call !== "string");
+    clamp(call, 5);
+    assert.deepEqual(body(upstreamBody(call)), { max_output_tokens: 5 });
+  });
+
+  for (const [text, why] of [
+    ["", /empty/],
+    ["[1]", /JSON object/],
+    ['{"model":"m"', /not valid JSON/],
+    ['{"model":"m",}', /not valid JSON/],
+    ['{"model":"m"} trailing', /not valid JSON/],
+    ['{"model":"unterminated}', /not valid JSON/],
+    ['{"stream":tru e}', /not valid JSON/],
+  ] as const) {
+    it(`refuses ${JSON.stringify(text)} with a message`, () => {
+      const out = parseCall(messages, Buffer.from(text));
+      assert.equal(typeof out, "string");
+      assert.match(out as string, why);
+    });
+  }
 });
