@@ -7,6 +7,7 @@ import { type Logger, silentLogger } from "../protocol/log.js";
 import type { Pacer } from "../protocol/pacer.js";
 import { AnthropicStreamMeter, anthropicJsonResult } from "../providers/anthropic.js";
 import { anthropicErrorBody, openaiErrorBody, shimError } from "../providers/errors.js";
+import { type JsonMembers, readMembers, withMembers } from "../providers/json-members.js";
 import { ChatStreamMeter, openaiJsonResult, ResponsesStreamMeter } from "../providers/openai.js";
 import { PriceTable } from "../providers/pricing.js";
 import { SseParser } from "../providers/sse.js";
@@ -147,13 +148,11 @@ export async function startGateway(opts: GatewayOptions): Promise<Gateway> {
     if (!route || req.method !== "POST") return send(res, 404, notFound(provider, path));
     const raw = await readBody(req, opts.maxBodyBytes ?? 32 * 1024 * 1024);
     if (raw === undefined) return send(res, 413, badRequest(provider, "request body too large"));
-    let body: Record<string, unknown>;
-    try {
-      body = JSON.parse(raw.toString("utf8")) as Record<string, unknown>;
-    } catch {
-      return send(res, 400, badRequest(provider, "request body is not JSON"));
-    }
-    const alias = typeof body.model === "string" ? body.model : "";
+    // The model and the output cap are all the gateway reads: the conversation is neither parsed nor re-serialised.
+    const body = readMembers(raw, GATEWAY_READS);
+    if (typeof body === "string") return send(res, 400, badRequest(provider, body));
+    const modelMember = body.members.get("model")?.value;
+    const alias = typeof modelMember === "string" ? modelMember : "";
     const def = alias ? await aliasFor(alias) : undefined;
     if (!def || (def.runs && !def.runs.includes(run))) return send(res, 403, forbidden(provider, alias));
     if (def.upstream.provider !== provider)
@@ -164,7 +163,7 @@ export async function startGateway(opts: GatewayOptions): Promise<Gateway> {
       );
     const model = def.model ?? alias;
     const pool = def.pool ?? alias;
-    const outBody = model === alias ? raw : Buffer.from(JSON.stringify({ ...body, model }));
+    const outBody = model === alias ? raw : withMembers(body, new Map([["model", model]]));
     const metered = route.endpoint !== "count_tokens";
 
     const requestId = randomUUID();
@@ -321,9 +320,12 @@ async function capFromRunConfig(db: Db, run: string): Promise<number | undefined
   return typeof budget === "number" ? Number(usdToNano(budget)) : undefined;
 }
 
-function maxOutputTokens(body: Record<string, unknown>, fallback: number): number {
-  for (const k of ["max_tokens", "max_completion_tokens", "max_output_tokens"]) {
-    const v = body[k];
+const OUTPUT_CAPS = ["max_tokens", "max_completion_tokens", "max_output_tokens"];
+const GATEWAY_READS = new Set(["model", ...OUTPUT_CAPS]);
+
+function maxOutputTokens(body: JsonMembers, fallback: number): number {
+  for (const k of OUTPUT_CAPS) {
+    const v = body.members.get(k)?.value;
     if (typeof v === "number" && Number.isFinite(v) && v > 0) return Math.floor(v);
   }
   return fallback;

@@ -1,4 +1,5 @@
 import { AttributionHeaders } from "../../protocol/headers.js";
+import { type JsonMembers, readMembers, withMembers } from "../../providers/json-members.js";
 import type { Endpoint, Provider } from "../../providers/types.js";
 import { approxTokens, isRecord } from "../../providers/types.js";
 
@@ -22,20 +23,6 @@ export function routeOf(pathname: string): Route | undefined {
 /** Which request field caps output, per endpoint; OpenAI chat accepts either name. */
 type MaxField = "max_tokens" | "max_completion_tokens" | "max_output_tokens";
 
-/** A change to the request's bytes: [start, end) replaced by `bytes` (start === end inserts). */
-interface Edit {
-  start: number;
-  end: number;
-  bytes: Buffer;
-}
-
-/** A top-level member of the request body: its parsed value and where the value's bytes are. */
-interface Member {
-  value: unknown;
-  start: number;
-  end: number;
-}
-
 /** A model call's request. Only the few top-level members metering needs are parsed; the conversation is not. */
 export interface CallRequest {
   route: Route;
@@ -48,181 +35,44 @@ export interface CallRequest {
   hideUsage: boolean;
   clampedMaxTokens: number | null;
   raw: Buffer;
-  /** the members read, last occurrence of each (what JSON.parse and the provider see) */
-  members: Map<string, Member>;
-  /** just past the body's opening brace: where a new member goes */
-  open: number;
-  /** how many top-level members the body has */
-  memberCount: number;
-  /** members whose value metering replaced, by name; with `added`, none: the client's bytes go out untouched */
-  edits: Map<string, Edit>;
-  /** members metering added, by name, as JSON */
-  added: Map<string, Buffer>;
+  body: JsonMembers;
+  /** members metering sets in the bytes sent upstream; none: the client's bytes go out untouched */
+  set: Map<string, unknown>;
 }
 
 const MAX_FIELDS = ["max_tokens", "max_completion_tokens", "max_output_tokens"] as const;
 /** The top-level members metering reads: model, streaming, the output cap and what a clamp must keep valid. */
 const READ = new Set<string>(["model", "stream", "stream_options", "thinking", ...MAX_FIELDS]);
 
-// JSON's structural bytes
-const QUOTE = 0x22;
-const BACKSLASH = 0x5c;
-const COMMA = 0x2c;
-const COLON = 0x3a;
-const OPEN_BRACE = 0x7b;
-const CLOSE_BRACE = 0x7d;
-const OPEN_BRACKET = 0x5b;
-const CLOSE_BRACKET = 0x5d;
-
-function isSpace(c: number | undefined): boolean {
-  return c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09;
-}
-
-function skipSpace(b: Buffer, i: number): number {
-  while (isSpace(b[i])) i++;
-  return i;
-}
-
-/** From an opening quote to just past its closing quote, or -1. Strings are most of a request: memchr, not a loop. */
-function skipString(b: Buffer, i: number): number {
-  for (let q = i; ; ) {
-    q = b.indexOf(QUOTE, q + 1);
-    if (q < 0) return -1;
-    let k = q - 1;
-    while (b[k] === BACKSLASH) k--;
-    if ((q - 1 - k) % 2 === 0) return q + 1;
-  }
-}
-
-/** From the first byte of a value to just past it, or -1 when the structure is broken. */
-function skipValue(b: Buffer, i: number): number {
-  const c = b[i];
-  if (c === QUOTE) return skipString(b, i);
-  if (c === OPEN_BRACE || c === OPEN_BRACKET) {
-    let depth = 0;
-    while (i < b.length) {
-      const d = b[i]!;
-      if (d === QUOTE) {
-        i = skipString(b, i);
-        if (i < 0) return -1;
-        continue;
-      }
-      if (d === OPEN_BRACE || d === OPEN_BRACKET) depth++;
-      else if (d === CLOSE_BRACE || d === CLOSE_BRACKET) {
-        depth--;
-        if (depth === 0) return i + 1;
-      }
-      i++;
-    }
-    return -1;
-  }
-  // number, true, false, null: up to the next delimiter
-  const from = i;
-  while (i < b.length && !isSpace(b[i]) && b[i] !== COMMA && b[i] !== CLOSE_BRACE && b[i] !== CLOSE_BRACKET)
-    i++;
-  return i > from ? i : -1;
-}
-
-/**
- * The top-level members in READ, without parsing the rest: a coding agent's request is tens to hundreds of KB of
- * conversation, and decoding it to a string and parsing it cost the shim about a millisecond per call. Strings are
- * skipped with indexOf. Returns the opening brace's end and the members, or a message when the body is not a JSON
- * object. Bytes inside skipped values are not validated: the provider rejects those, unbilled.
- */
-function scanMembers(b: Buffer): { open: number; count: number; members: Map<string, Member> } | string {
-  const broken = "request body is not valid JSON";
-  const members = new Map<string, Member>();
-  let i = skipSpace(b, 0);
-  if (i >= b.length) return "request body is empty";
-  if (b[i] !== OPEN_BRACE) return "request body must be a JSON object";
-  const open = i + 1;
-  i = skipSpace(b, open);
-  if (b[i] === CLOSE_BRACE) return skipSpace(b, i + 1) === b.length ? { open, count: 0, members } : broken;
-  for (let count = 1; ; count++) {
-    if (b[i] !== QUOTE) return broken;
-    const keyStart = i;
-    const keyEnd = skipString(b, keyStart);
-    if (keyEnd < 0) return broken;
-    i = skipSpace(b, keyEnd);
-    if (b[i] !== COLON) return broken;
-    const start = skipSpace(b, i + 1);
-    const end = skipValue(b, start);
-    if (end < 0) return broken;
-    // Keys are short; only one that could be a member we read is decoded (escapes and all).
-    if (keyEnd - keyStart <= 64) {
-      const key = parseSlice(b, keyStart, keyEnd);
-      if (typeof key === "string" && READ.has(key)) {
-        const value = parseSlice(b, start, end);
-        if (value === BROKEN) return broken;
-        members.set(key, { value, start, end });
-      } else if (key === BROKEN) return broken;
-    }
-    i = skipSpace(b, end);
-    if (b[i] === COMMA) {
-      i = skipSpace(b, i + 1);
-      continue;
-    }
-    if (b[i] === CLOSE_BRACE && skipSpace(b, i + 1) === b.length) return { open, count, members };
-    return broken;
-  }
-}
-
-const BROKEN = Symbol("broken");
-
-function parseSlice(b: Buffer, start: number, end: number): unknown {
-  try {
-    return JSON.parse(b.toString("utf8", start, end));
-  } catch {
-    return BROKEN;
-  }
-}
-
 export function parseCall(route: Route, raw: Buffer): CallRequest | string {
-  const scanned = scanMembers(raw);
-  if (typeof scanned === "string") return scanned;
-  const { members, open, count } = scanned;
-  const model = members.get("model")?.value;
-  let maxField: MaxField | undefined;
-  for (const f of MAX_FIELDS) {
-    if (typeof members.get(f)?.value === "number") {
-      maxField = f;
-      break;
-    }
-  }
-  const stream = members.get("stream")?.value === true;
+  const body = readMembers(raw, READ);
+  if (typeof body === "string") return body;
+  const value = (name: string) => body.members.get(name)?.value;
+  const model = value("model");
+  const maxField = MAX_FIELDS.find((f) => typeof value(f) === "number");
+  const stream = value("stream") === true;
   const call: CallRequest = {
     route,
     model: typeof model === "string" ? model : "",
     stream,
     maxField,
-    maxTokens: maxField ? (members.get(maxField)!.value as number) : undefined,
+    maxTokens: maxField ? (value(maxField) as number) : undefined,
     hideUsage: false,
     clampedMaxTokens: null,
     raw,
-    members,
-    open,
-    memberCount: count,
-    edits: new Map(),
-    added: new Map(),
+    body,
+    set: new Map(),
   };
   // Chat streams report usage only when asked; ask, and remember to hide the answer from a client that did not.
   if (route.endpoint === "chat_completions" && stream) {
-    const so = members.get("stream_options");
-    const opts = isRecord(so?.value) ? so.value : undefined;
+    const so = value("stream_options");
+    const opts = isRecord(so) ? so : undefined;
     if (opts?.include_usage !== true) {
       call.hideUsage = true;
-      setMember(call, "stream_options", { ...(opts ?? {}), include_usage: true });
+      call.set.set("stream_options", { ...(opts ?? {}), include_usage: true });
     }
   }
   return call;
-}
-
-/** Set a top-level member in the bytes sent upstream: the value of its last occurrence is replaced, or it is added. */
-function setMember(call: CallRequest, name: string, value: unknown): void {
-  const json = Buffer.from(JSON.stringify(value));
-  const at = call.members.get(name);
-  if (at) call.edits.set(name, { start: at.start, end: at.end, bytes: json });
-  else call.added.set(name, json);
 }
 
 /** The output field a clamp writes when the request set none. */
@@ -235,36 +85,20 @@ function defaultMaxField(call: CallRequest): MaxField {
 /** Lower the request's output cap to `n` tokens (adding the field when absent), keeping the request valid. */
 export function clamp(call: CallRequest, n: number): void {
   const field = call.maxField ?? defaultMaxField(call);
-  setMember(call, field, n);
+  call.set.set(field, n);
   call.maxField = field;
   call.maxTokens = n;
   call.clampedMaxTokens = n;
   // Anthropic extended thinking needs budget_tokens < max_tokens (and at least 1024).
-  const thinking = call.members.get("thinking")?.value;
+  const thinking = call.body.members.get("thinking")?.value;
   if (isRecord(thinking) && typeof thinking.budget_tokens === "number" && thinking.budget_tokens >= n) {
-    setMember(call, "thinking", n > 1024 ? { ...thinking, budget_tokens: n - 1 } : { type: "disabled" });
+    call.set.set("thinking", n > 1024 ? { ...thinking, budget_tokens: n - 1 } : { type: "disabled" });
   }
 }
 
-/** The bytes to send upstream: the client's own unless metering changed a member. */
+/** The bytes to send upstream: the client's own unless metering set a member. */
 export function upstreamBody(call: CallRequest): Buffer {
-  if (call.edits.size === 0 && call.added.size === 0) return call.raw;
-  const edits = [...call.edits.values()];
-  if (call.added.size > 0) {
-    // New members go first, right after the opening brace.
-    const members = [...call.added].map(([name, json]) => `${JSON.stringify(name)}:${json.toString("utf8")}`);
-    const text = members.join(",") + (call.memberCount > 0 ? "," : "");
-    edits.push({ start: call.open, end: call.open, bytes: Buffer.from(text) });
-  }
-  edits.sort((a, b) => a.start - b.start);
-  const parts: Buffer[] = [];
-  let at = 0;
-  for (const e of edits) {
-    parts.push(call.raw.subarray(at, e.start), e.bytes);
-    at = e.end;
-  }
-  parts.push(call.raw.subarray(at));
-  return Buffer.concat(parts);
+  return withMembers(call.body, call.set);
 }
 
 /** Input-token estimate from the bytes sent (the scripted provider bills a cut OpenAI stream the same way). */

@@ -85,6 +85,28 @@ test("a run key is efk-…, stored only as its sha256, and the upstream sees onl
   assert.ok(!JSON.stringify(served.headers).includes(key), "the virtual key never reaches the upstream");
 });
 
+test("an alias is rewritten to its model in place: the rest of the request reaches the provider as sent", async () => {
+  const key = await createRunKey(fdb.db, "run-a");
+  const content = 'print("naïve \\"quoted\\" \\\\ path")\n'.repeat(2000);
+  const body = `{"max_tokens": 50, "messages":[{"role":"user","content":${JSON.stringify(content)},"model":"nested"}], "model" : "sonnet-a"}`;
+  const res = await fetch(`${gw.url}/v1/messages`, {
+    method: "POST",
+    headers: { "content-type": "application/json", "x-api-key": key, "anthropic-version": "2023-06-01" },
+    body,
+  });
+  assert.equal(res.status, 200, await res.text());
+  const served = provider.calls().at(-1)!;
+  assert.equal(served.model, "claude-sonnet-4-5");
+  assert.deepEqual(served.body, { ...(JSON.parse(body) as object), model: "claude-sonnet-4-5" });
+  const bad = await fetch(`${gw.url}/v1/messages`, {
+    method: "POST",
+    headers: { "content-type": "application/json", "x-api-key": key },
+    body: '{"model":"sonnet-a",',
+  });
+  assert.equal(bad.status, 400);
+  assert.match(await bad.text(), /not valid JSON/);
+});
+
 test("unknown and revoked keys get the same 401; another run's key gets 403, like an alias that does not exist", async () => {
   const revoked = await createRunKey(fdb.db, "run-gone");
   assert.equal(await revokeRunKeys(fdb.db, "run-gone"), 1);

@@ -129,6 +129,18 @@ describe("reading a request without parsing the conversation", () => {
     assert.equal(call.stream, false);
   });
 
+  it("finds a cap whose name is written entirely in \\u escapes, so a clamp replaces it instead of being outvoted", () => {
+    const name = [..."max_completion_tokens"]
+      .map((c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`)
+      .join("");
+    const raw = Buffer.from(`{"model":"m","${name}":90000}`);
+    const call = parseCall(chat, raw);
+    assert.ok(typeof call !== "string");
+    assert.equal(call.maxTokens, 90000);
+    clamp(call, 100);
+    assert.deepEqual(body(upstreamBody(call)), { model: "m", max_completion_tokens: 100 });
+  });
+
   it("adds a member to an empty body without a stray comma", () => {
     const call = parseCall(responses, Buffer.from(" { } "));
     assert.ok(typeof call !== "string");
