@@ -124,16 +124,38 @@ export async function startGateway(opts: GatewayOptions): Promise<Gateway> {
     const h = handle(req, res)
       .catch((err: unknown) => {
         log.error({ err }, "gateway: call failed");
-        if (!res.headersSent) {
+        if (res.headersSent) res.destroy();
+        else if (err instanceof NotForwarded) {
+          // Our own store failed before the call went anywhere: nothing was spent, and the caller may try again
+          // (the shim and the providers' SDKs retry an overload; they treat a 502 as the provider's failure).
+          const e = shimError(
+            providerOf(req),
+            "overloaded",
+            "evalfleet gateway: its database is unavailable",
+          );
+          res.setHeader("retry-after", "1");
+          send(res, e.status, e.body);
+        } else {
           const e = shimError(providerOf(req), "upstream", "gateway error");
           send(res, e.status, e.body);
-        } else res.destroy();
+        }
       })
       .finally(() => handlers.delete(h));
     handlers.add(h);
   });
 
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    try {
+      await handleCall(req, res);
+    } catch (err) {
+      throw res.headersSent || forwarded.has(req) ? err : new NotForwarded(err);
+    }
+  }
+
+  // Calls whose request has gone upstream: a failure after that may have been billed.
+  const forwarded = new WeakSet<IncomingMessage>();
+
+  async function handleCall(req: IncomingMessage, res: ServerResponse): Promise<void> {
     // Watched from the start: a caller that leaves before its call is forwarded must not have it forwarded.
     const ac = new AbortController();
     const onClientGone = () => {
@@ -206,6 +228,7 @@ export async function startGateway(opts: GatewayOptions): Promise<Gateway> {
       return;
     }
     inflight.add(ac);
+    forwarded.add(req);
 
     const logCall = async (st: SpendStatus, r: MeterResult | undefined): Promise<void> => {
       if (st === "lost" || st === "client_closed") {
@@ -413,6 +436,13 @@ function readBody(req: IncomingMessage, maxBytes: number): Promise<Buffer | unde
       if (!req.complete) reject(new Error("client closed before the request body ended"));
     });
   });
+}
+
+/** A call that failed before it was forwarded (the gateway's database, most likely): retryable, unbilled. */
+class NotForwarded extends Error {
+  constructor(cause: unknown) {
+    super(`not forwarded: ${cause instanceof Error ? cause.message : String(cause)}`, { cause });
+  }
 }
 
 function send(res: ServerResponse, status: number, body: string): void {

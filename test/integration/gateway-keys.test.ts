@@ -6,8 +6,11 @@ import { createRunKey, hashKey, revokeRunKeys } from "../../gateway-sidecar/keys
 import { type Gateway, GatewayHeaders, startGateway } from "../../gateway-sidecar/server.js";
 import { reconcileAttempt, runSpendNanoUsd } from "../../gateway-sidecar/spend.js";
 import { LocalPacer } from "../../pacer/local.js";
+import type { LedgerCall } from "../../protocol/messages.js";
 import { PriceTable } from "../../providers/pricing.js";
 import { type ScriptedProvider, startScriptedProvider } from "../../scripts/scripted-provider/index.js";
+import { startShim } from "../../shim/proxy/index.js";
+import type { Db } from "../../store/db.js";
 import { saveRunMetadata } from "../../store/results.js";
 import { type FreshDb, freshDb } from "../helpers/db.js";
 
@@ -259,5 +262,68 @@ test("through a shim, every spend-log row carries the shim's cell and trace, wha
     assert.deepEqual(rows.rows[0], { cell_id: "h__m__t__r0", trace_id: "h__m__t__r0" });
   } finally {
     await shim.close();
+  }
+});
+
+test("the gateway's database failing before a call is forwarded is an overload the shim retries, unbilled", async () => {
+  const key = await createRunKey(fdb.db, "run-a");
+  let failures = 2;
+  const flaky: Db = {
+    kind: fdb.db.kind,
+    query: (sql, params) =>
+      failures-- > 0
+        ? Promise.reject(new Error("connect ECONNREFUSED 127.0.0.1:5432"))
+        : fdb.db.query(sql, params),
+    transaction: (fn) => fdb.db.transaction(fn),
+    close: async () => {},
+  };
+  const gw2 = await startGateway({
+    db: flaky,
+    aliases: {
+      "sonnet-a": {
+        upstream: { provider: "anthropic", baseUrl: provider.url, apiKey: UPSTREAM_KEY },
+        model: "claude-sonnet-4-5",
+      },
+    },
+  });
+  const rows: LedgerCall[] = [];
+  const shim = await startShim({
+    upstream: gw2.url,
+    run: "run-a",
+    cell: "cell-flaky",
+    attempt: 1,
+    providerKey: key,
+    retry: { baseDelayMs: 10 },
+    onLedgerRow: (r) => rows.push(r),
+  });
+  try {
+    const direct = await fetch(`${gw2.url}/v1/messages`, {
+      method: "POST",
+      headers: { "content-type": "application/json", "x-api-key": key },
+      body: '{"model":"sonnet-a","max_tokens":5,"messages":[]}',
+    });
+    assert.equal(direct.status, 529);
+    assert.equal(direct.headers.get("retry-after"), "1");
+    assert.match(await direct.text(), /overloaded_error/);
+    failures = 2;
+    const billedBefore = provider.calls().length;
+    const msg = await new Anthropic({ baseURL: shim.url, apiKey: "dummy", maxRetries: 0 }).messages.create({
+      model: "sonnet-a",
+      max_tokens: 100,
+      messages: [{ role: "user", content: "hi" }],
+    });
+    assert.equal(msg.content[0]?.type, "text");
+    assert.deepEqual(
+      rows.map((r) => [r.status, r.costNanoUsd > 0]),
+      [
+        ["overloaded", false],
+        ["overloaded", false],
+        ["ok", true],
+      ],
+    );
+    assert.equal(provider.calls().length - billedBefore, 1, "the provider served the call once");
+  } finally {
+    await shim.close();
+    await gw2.close();
   }
 });
