@@ -99,6 +99,19 @@ export class ControlBoard {
     return this.states.get(run) ?? "active";
   }
 
+  /**
+   * The run's state read from the bucket itself, not from the watch: another replica's cancel frees capacity the
+   * moment it is written, and a launch into that capacity must not wait for this replica's watch to catch up.
+   */
+  async fresh(run: string): Promise<RunControlState> {
+    const e = await this.kv.get(StateKeys.control(run));
+    if (e && e.operation === "PUT" && e.length > 0) {
+      const r = ControlStateSchema.safeParse(e.json());
+      if (r.success) this.set(run, r.data.state);
+    }
+    return this.state(run);
+  }
+
   async start(): Promise<void> {
     const w = await this.kv.watch();
     this.watching = w;

@@ -107,6 +107,12 @@ export class Dispatcher {
     }
     const admitted = await this.admit(w, del);
     if (!admitted) return;
+    if ((await this.d.control().fresh(w.run)) !== "active") {
+      // Stopped while this cell waited (the capacity it got may be what the stop freed): hand the slot back.
+      await this.d.book.reconcile(w.run, { cellId: w.cellId, attempt, actualNano: 0, final: true });
+      await this.stoppedByControl(w);
+      return;
+    }
     await this.launchAttempt(w.run, w.cellId, w.pool, attempt, attempt, gen, del.signal);
   }
 

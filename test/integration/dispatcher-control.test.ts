@@ -54,16 +54,19 @@ describe("dispatcher control", () => {
     const reply = JSON.parse(stdout) as { ok: boolean; state: string; message: string };
     assert.equal(reply.ok, true);
     assert.equal(reply.state, "draining");
-    // The two running attempts publish their results; nothing else starts.
+    // Whatever was launched when the drain was obeyed (two, unless a loaded machine let a sim task finish and a
+    // third start while the CLI was starting) publishes its result; nothing else starts.
+    const atDrain = launched("drainme").length;
+    assert.ok(atDrain >= 2 && atDrain < 6, `${atDrain} launched before the drain`);
     await waitFor(
       "running attempts finish",
-      async () => (await attemptResults(rig.client, "drainme")).length === 2,
+      async () => (await attemptResults(rig.client, "drainme")).length === atDrain,
     );
     await new Promise((r) => setTimeout(r, 1_000));
-    assert.equal(launched("drainme").length, 2);
+    assert.equal(launched("drainme").length, atDrain);
     const st = await cellStatuses(rig, "drainme");
-    assert.equal([...st.values()].filter((s) => s.status === "pending").length, 4);
-    // What the results-writer would do for the two finished cells, then resume.
+    assert.equal([...st.values()].filter((s) => s.status === "pending").length, 6 - atDrain);
+    // What the results-writer would do for the finished cells, then resume.
     await markCompleted(
       rig,
       "drainme",
@@ -74,7 +77,7 @@ describe("dispatcher control", () => {
     const res = await cli("resume", "drainme");
     assert.match(res.stdout, /resumed/);
     await waitFor(
-      "the other four run",
+      "the others run",
       async () => (await attemptResults(rig.client, "drainme")).length === 6,
       30_000,
     );
@@ -99,11 +102,9 @@ describe("dispatcher control", () => {
       return [...s.values()].every((x) => x.status === "failed") ? s : undefined;
     });
     for (const s of st.values()) assert.equal(s.error, CANCELLED_ERROR);
-    // A replica that has not yet handled the cancel can admit one cell into a slot the other replica's stopped
-    // attempt just freed; it stops that attempt as soon as it handles the cancel (checked below: every result is
-    // a stop, every cell failed). Known race, noted for a fresh control read after admission.
-    const n = launched("cancelme").length;
-    assert.ok(n >= 3 && n <= 4, `${n} launches`);
+    // Every replica reads the run's state from KV after admitting a cell, so none launches into a slot the other
+    // replica's stopped attempt just freed.
+    assert.equal(launched("cancelme").length, 3);
     const b = await waitFor("reservations released", async () => {
       const s = await budgetState(rig.client, "cancelme");
       return s && Object.keys(s.open).length === 0 ? s : undefined;
