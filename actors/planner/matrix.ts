@@ -20,7 +20,7 @@ export interface Cell {
   /** the gateway trace id: the cell id itself for single-phase cells */
   traceId: string;
   /** per-phase trace ids `{cell_id}__phase-{name}` for multi_phase tasks, in phase order */
-  phaseTraceIds: string[];
+  phaseTraceIds: readonly string[];
   pool: string;
   /** all-or-nothing budget exemption (the seed's three rules) */
   exempt: boolean;
@@ -68,6 +68,7 @@ export function buildMatrix(config: RunConfig, tasks: readonly TaskSpec[]): Cell
   const reviewModels = config.models.filter((m) => m.role === "review");
   const cells: Cell[] = [];
   for (const harness of config.harnesses) {
+    const pools = new Map(config.models.map((m) => [m, poolId(harness.name, m.name)]));
     for (const task of tasks) {
       if (task.track === "multi_phase" && hasReviewPhase(task)) {
         if (implModels.length === 0)
@@ -82,15 +83,15 @@ export function buildMatrix(config: RunConfig, tasks: readonly TaskSpec[]): Cell
           );
         for (const model of implModels)
           for (const review of reviewModels)
-            for (let r = 0; r < config.repeats; r++) cells.push(makeCell(harness, model, review, task, r));
+            for (let r = 0; r < config.repeats; r++) cells.push(makeCell(harness, model, review, task, r, pools.get(model)!));
       } else {
         const models = task.track === "multi_phase" ? implModels : config.models;
         for (const model of models)
-          for (let r = 0; r < config.repeats; r++) cells.push(makeCell(harness, model, null, task, r));
+          for (let r = 0; r < config.repeats; r++) cells.push(makeCell(harness, model, null, task, r, pools.get(model)!));
       }
     }
   }
-  assertDistinctCellIds(config, cells);
+  assertDistinctCellIds(config, tasks, cells);
   return cells;
 }
 
@@ -98,7 +99,8 @@ export function buildMatrix(config: RunConfig, tasks: readonly TaskSpec[]): Cell
  * Names may contain `__`, so two different cells can join to one id (harness `a__b` × model `c` and harness `a`
  * × model `b__c`). They would share a row, a job key and a message id, and one would silently never run: refuse.
  */
-function assertDistinctCellIds(config: RunConfig, cells: readonly Cell[]): void {
+function assertDistinctCellIds(config: RunConfig, tasks: readonly TaskSpec[], cells: readonly Cell[]): void {
+  if (distinctByConstruction(config, tasks)) return;
   const first = new Map<string, Cell>();
   const issues: Issue[] = [];
   for (const c of cells) {
@@ -127,12 +129,34 @@ function assertDistinctCellIds(config: RunConfig, cells: readonly Cell[]): void 
     throw new ValidationError(ErrorCode.MatrixInvalid, "two cells of the matrix would share one id", issues);
 }
 
+/**
+ * `{harness}__{model}__{task}__r{n}` reads back unambiguously when each list's names are distinct and no harness or
+ * model name holds `__` or starts or ends with `_`: the first two `__` then end the harness and the model, and the
+ * repeat is the digits after the last `__r`. Such a matrix has distinct ids without hashing every one of them (a
+ * 172,050-cell matrix spent most of its expansion on that). Review cells append a name, so they take the full check.
+ */
+function distinctByConstruction(config: RunConfig, tasks: readonly TaskSpec[]): boolean {
+  const plain = (names: readonly string[]) =>
+    new Set(names).size === names.length &&
+    names.every((n) => !n.includes("__") && !n.startsWith("_") && !n.endsWith("_"));
+  return (
+    plain(config.harnesses.map((h) => h.name)) &&
+    plain(config.models.map((m) => m.name)) &&
+    new Set(tasks.map((t) => t.id)).size === tasks.length &&
+    !tasks.some((t) => t.track === "multi_phase" && hasReviewPhase(t))
+  );
+}
+
+/** Shared by every single-phase cell: one allocation fewer per cell of a large matrix. */
+const NO_PHASES: readonly string[] = Object.freeze([]);
+
 function makeCell(
   harness: HarnessSpec,
   model: ModelSpec,
   review: ModelSpec | null,
   task: TaskSpec,
   repeat: number,
+  pool: string,
 ): Cell {
   const cellId = cellIdOf(harness.name, model.name, task.id, repeat, review?.name);
   return {
@@ -144,8 +168,8 @@ function makeCell(
     repeat,
     traceId: cellId,
     phaseTraceIds:
-      task.track === "multi_phase" ? (task.phases ?? []).map((p) => phaseTraceId(cellId, p.name)) : [],
-    pool: poolId(harness.name, model.name),
+      task.track === "multi_phase" ? (task.phases ?? []).map((p) => phaseTraceId(cellId, p.name)) : NO_PHASES,
+    pool,
     exempt: isExempt(model, review, task),
   };
 }

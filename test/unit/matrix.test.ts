@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
+import fc from "fast-check";
 import { buildMatrix, cellIdOf, estimateNanoUsd, isExempt } from "../../actors/planner/matrix.js";
 import { type RunConfig, RunConfigSchema, type TaskSpec, TaskSpecSchema } from "../../protocol/config.js";
 import { EvalfleetError, ValidationError } from "../../protocol/errors.js";
@@ -62,10 +63,63 @@ describe("matrix expansion (the seed's examples)", () => {
       [task("astropy__astropy-1"), task("astropy-1")],
       "models[1].name",
     );
+    // No '__' in any name, but a trailing and a leading '_' join into the same '___'
+    clash(
+      {
+        harnesses: [
+          { name: "a_", adapter: "command" },
+          { name: "a", adapter: "command" },
+        ],
+        models: [{ name: "b" }, { name: "_b" }],
+      },
+      [task("t")],
+      "harnesses[1].name",
+    );
     // SWE-bench ids hold '__' themselves; alone they never clash
     assert.equal(
       buildMatrix(config({ repeats: 3 }), [task("astropy__astropy-12907"), task("django__django-1")]).length,
       6,
+    );
+  });
+
+  it("for any names, either every cell id is distinct or the run is refused (never two cells on one id)", () => {
+    // Names from a, b and '_' only, so '__' joins, leading and trailing '_' and repeated names come up often.
+    const name = fc.stringMatching(/^[ab_]{1,3}$/);
+    fc.assert(
+      fc.property(
+        fc.array(name, { minLength: 1, maxLength: 3 }),
+        fc.array(name, { minLength: 1, maxLength: 3 }),
+        fc.array(name, { minLength: 1, maxLength: 3 }),
+        fc.integer({ min: 1, max: 12 }),
+        (hs, ms, ts, repeats) => {
+          let cfg: RunConfig;
+          let tasks: TaskSpec[];
+          try {
+            cfg = config({
+              harnesses: hs.map((n) => ({ name: n, adapter: "command" })),
+              models: ms.map((n) => ({ name: n })),
+              repeats,
+            });
+            tasks = ts.map((id) => task(id));
+          } catch {
+            return; // a name the schema refuses never reaches the matrix
+          }
+          const ids: string[] = [];
+          for (const h of hs)
+            for (const t of ts)
+              for (const m of ms) for (let r = 0; r < repeats; r++) ids.push(cellIdOf(h, m, t, r));
+          const clash = new Set(ids).size < ids.length;
+          let cells: ReturnType<typeof buildMatrix> | undefined;
+          try {
+            cells = buildMatrix(cfg, tasks);
+          } catch (e) {
+            assert.ok(e instanceof ValidationError, String(e));
+          }
+          if (clash) assert.equal(cells, undefined, `clashing ids accepted: ${ids.join(" ")}`);
+          else assert.equal(new Set(cells?.map((c) => c.cellId)).size, ids.length);
+        },
+      ),
+      { numRuns: 2000 },
     );
   });
 
