@@ -83,11 +83,13 @@ export function buildMatrix(config: RunConfig, tasks: readonly TaskSpec[]): Cell
           );
         for (const model of implModels)
           for (const review of reviewModels)
-            for (let r = 0; r < config.repeats; r++) cells.push(makeCell(harness, model, review, task, r, pools.get(model)!));
+            for (let r = 0; r < config.repeats; r++)
+              cells.push(makeCell(harness, model, review, task, r, pools.get(model)!));
       } else {
         const models = task.track === "multi_phase" ? implModels : config.models;
         for (const model of models)
-          for (let r = 0; r < config.repeats; r++) cells.push(makeCell(harness, model, null, task, r, pools.get(model)!));
+          for (let r = 0; r < config.repeats; r++)
+            cells.push(makeCell(harness, model, null, task, r, pools.get(model)!));
       }
     }
   }

@@ -4,6 +4,7 @@
  * the same workdir.
  */
 import path from "node:path";
+import { HARNESS_GROUP_LINE } from "../../actors/dispatcher/backends/types.js";
 import type { Plane } from "../../actors/runtime/connect.js";
 import type { ModelSpec, TaskSpec } from "../../protocol/config.js";
 import type { Logger } from "../../protocol/log.js";
@@ -167,6 +168,8 @@ export async function runSession(
       ...(ctx.graceMs !== undefined ? { graceMs: ctx.graceMs } : {}),
       ...(stdoutFile ? { stdoutFile } : {}),
     });
+    // For the launcher: if this process is SIGKILLed, the harness's group is left for it to kill.
+    if (sup.pid !== undefined) process.stderr.write(`${HARNESS_GROUP_LINE}${sup.pid}\n`);
     ctx.stopCurrent = sup.stop;
     unsubscribe = shim.onCapReached(() => sup.stop("cap"));
     try {

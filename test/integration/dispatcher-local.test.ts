@@ -1,12 +1,23 @@
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
-import { hostname } from "node:os";
+import { readFileSync, rmSync } from "node:fs";
+import { hostname, tmpdir } from "node:os";
+import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { fileURLToPath } from "node:url";
 import { LocalBackend } from "../../actors/dispatcher/backends/local.js";
 import { attemptResults, budgetState, type DispatchRig, startRig, waitFor } from "./dispatcher-fixture.js";
 
 let rig: DispatchRig;
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 const TASK = fileURLToPath(new URL("../fixtures/dispatcher-task.mjs", import.meta.url));
 
 before(async () => {
@@ -106,5 +117,10 @@ describe("dispatcher local backend", () => {
     assert.equal((await attemptResults(rig.client, "local2")).length, 1, "no result for the killed attempt");
     assert.equal(results[0]?.attempt, 1, "relaunched as attempt 1");
     assert.equal(results[0]?.status, "EMPTY_PATCH");
+    // The killed task's harness (its own process group) did not outlive it.
+    const pidFile = join(tmpdir(), "evalfleet-harness-local2.pid");
+    const harness = Number(readFileSync(pidFile, "utf8"));
+    rmSync(pidFile);
+    await waitFor("the orphaned harness is killed", async () => (alive(harness) ? undefined : true));
   });
 });

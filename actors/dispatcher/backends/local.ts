@@ -5,7 +5,15 @@ import { hostname } from "node:os";
 import { fileURLToPath } from "node:url";
 import { type Logger, silentLogger } from "../../../protocol/log.js";
 import { MAX_STREAM_BYTES } from "../../../protocol/redact.js";
-import { type JobRef, JobRefEnv, type LaunchBackend, type StopClass, type TaskState } from "./types.js";
+import {
+  HARNESS_GROUP_LINE,
+  harnessGroupsIn,
+  type JobRef,
+  JobRefEnv,
+  type LaunchBackend,
+  type StopClass,
+  type TaskState,
+} from "./types.js";
 
 export interface LocalBackendOptions {
   /** the command that runs one task (default: `node bin/evalfleet.js task` in the repository) */
@@ -31,6 +39,10 @@ interface LocalTask {
   killTimer?: NodeJS.Timeout;
   /** stop() was called: an exit by signal is then ours */
   stopRequested?: boolean;
+  /** process groups of the harnesses the task started (it announces them on stderr) */
+  harnessGroups: Set<number>;
+  /** the end of the last stderr chunk, in case an announcement was split across two */
+  stderrCarry: string;
 }
 
 const REPO = fileURLToPath(new URL("../../../", import.meta.url));
@@ -87,13 +99,24 @@ export class LocalBackend implements LaunchBackend {
     }
     // host and pid in the handle: another replica on this host can tell whether the process still runs.
     const handle = `local:${hostname()}:${child.pid ?? 0}:${process.pid}-${++this.seq}`;
-    const task: LocalTask = { ref, child, phase: "running", stdout: "", stderr: "" };
+    const task: LocalTask = {
+      ref,
+      child,
+      phase: "running",
+      stdout: "",
+      stderr: "",
+      harnessGroups: new Set(),
+      stderrCarry: "",
+    };
     this.tasks.set(handle, task);
     child.stdout?.on("data", (d: Buffer) => {
       task.stdout = append(task.stdout, d);
     });
     child.stderr?.on("data", (d: Buffer) => {
       task.stderr = append(task.stderr, d);
+      const text = task.stderrCarry + d.toString("utf8");
+      for (const g of harnessGroupsIn(text)) task.harnessGroups.add(g);
+      task.stderrCarry = text.slice(-(HARNESS_GROUP_LINE.length + 12));
     });
     child.once("error", (err: NodeJS.ErrnoException) => {
       // ENOENT / EACCES: the process never ran; nothing about the model.
@@ -113,6 +136,18 @@ export class LocalBackend implements LaunchBackend {
       if (sig !== null && !task.stopRequested)
         task.stop ??= { kind: "retryable", reason: `task process killed by ${sig}`, neverStarted: false };
       task.stop ??= { kind: "exited", exitCode: code ?? 128 + signalNumber(sig) };
+      // A task that ended by a signal could not stop its harness, which runs in a group of its own: stop it here,
+      // once stderr is read to the end (the announcement may still be in the pipe).
+      if (sig !== null) {
+        let done = false;
+        const reap = () => {
+          if (done) return;
+          done = true;
+          this.killHarnesses(task);
+        };
+        child.once("close", reap);
+        setTimeout(reap, 1_000).unref();
+      }
     });
     this.log.debug({ ref, pid: child.pid, handle }, "local task started");
     return { ref, handle };
@@ -170,6 +205,18 @@ export class LocalBackend implements LaunchBackend {
       t.killTimer = setTimeout(() => t.child.kill("SIGKILL"), this.opts.stopGraceMs ?? 10_000);
       t.killTimer.unref();
     }
+  }
+
+  private killHarnesses(task: LocalTask): void {
+    for (const g of task.harnessGroups) {
+      try {
+        process.kill(-g, "SIGKILL");
+        this.log.warn({ ref: task.ref, group: g }, "killed the harness a dead task left running");
+      } catch {
+        // the group is gone already (the task stopped it before it died)
+      }
+    }
+    task.harnessGroups.clear();
   }
 
   async close(): Promise<void> {

@@ -56,6 +56,18 @@ export const JobRefEnv = {
   pool: "EVALFLEET_POOL",
 } as const;
 
+/**
+ * The line a task writes on stderr when it starts a harness in a process group of its own: a backend that hosts
+ * tasks as local processes kills that group when the task dies, since a SIGKILLed task cannot.
+ */
+export const HARNESS_GROUP_LINE = "evalfleet-task: harness process group ";
+
+export function harnessGroupsIn(text: string): number[] {
+  const out: number[] = [];
+  for (const m of text.matchAll(/evalfleet-task: harness process group (\d+)/g)) out.push(Number(m[1]));
+  return out;
+}
+
 /** Should the dispatcher launch this attempt again? Exits and fatal stops are final; retryable ones are bounded. */
 export function shouldRetry(stop: StopClass, triesSoFar: number, maxTries: number): boolean {
   return stop.kind === "retryable" && triesSoFar < maxTries;
