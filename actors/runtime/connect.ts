@@ -21,7 +21,9 @@ export function natsUrl(): string {
 }
 
 /**
- * Connect, make sure the topology exists (idempotent) and open the buckets. A server that does not answer is a
+ * Connect, make sure the topology exists (idempotent; `ensure: false` for a process started after the actors made
+ * it, like a harness task: 20,000 of them re-checking every stream would be 20,000 rounds of JetStream API calls) and
+ * open the buckets. A server that does not answer is a
  * RetryableError that says where evalfleet looked.
  */
 export async function openPlane(opts: {
@@ -53,14 +55,25 @@ export async function openPlane(opts: {
   if (opts.ensure !== false) await ensureTopology(nc, jsm);
   const js = jetstream(nc, { timeout: 10_000 });
   const kvm = new Kvm(js);
-  const [progress, pacer, budgets, jobs, control] = await Promise.all([
-    kvm.open(Buckets.progress.name),
-    kvm.open(Buckets.pacer.name),
-    kvm.open(Buckets.budgets.name),
-    kvm.open(Buckets.jobs.name),
-    kvm.open(Buckets.control.name),
-  ]);
-  const blobs = await new Objm(js).open(ObjectStores.blobs.name);
+  let opened: [KV, KV, KV, KV, KV, ObjectStore];
+  try {
+    opened = await Promise.all([
+      kvm.open(Buckets.progress.name),
+      kvm.open(Buckets.pacer.name),
+      kvm.open(Buckets.budgets.name),
+      kvm.open(Buckets.jobs.name),
+      kvm.open(Buckets.control.name),
+      new Objm(js).open(ObjectStores.blobs.name),
+    ]);
+  } catch (err) {
+    await nc.close().catch(() => undefined);
+    throw new RetryableError(
+      ErrorCode.Unavailable,
+      `NATS at ${String(servers)} does not have evalfleet's buckets (${err instanceof Error ? err.message : String(err)}): start the actors first (evalfleet up), which create them.`,
+      { cause: err },
+    );
+  }
+  const [progress, pacer, budgets, jobs, control, blobs] = opened;
   return {
     nc,
     js,

@@ -38,7 +38,7 @@ export function register(program: Command): void {
       process.once("SIGTERM", onSignal);
       process.once("SIGINT", onSignal);
       const logger = createLogger({ name: "task" });
-      const plane = await openPlane({ name: `task-${ref.run}-${ref.cell}-${ref.attempt}` });
+      const plane = await openPlane({ name: `task-${ref.run}-${ref.cell}-${ref.attempt}`, ensure: false });
       // EVALFLEET_PACER=fleet: admission from the pool's fleet pacer over NATS (EVALFLEET_PACER_OWN=1 lets this
       // process own a pool no one owns); otherwise the shim admits every call and the gateway paces.
       const pacer =

@@ -78,7 +78,8 @@ export async function runTask(ref: TaskRef, opts: RunTaskOptions = {}): Promise<
   const startedAt = new Date();
   const secrets = secretsFromEnv(env);
   if (opts.runKey) secrets.push(opts.runKey);
-  const plane = opts.plane ?? (await openPlane({ name: `task-${ref.run}-${ref.cell}-${ref.attempt}` }));
+  const plane =
+    opts.plane ?? (await openPlane({ name: `task-${ref.run}-${ref.cell}-${ref.attempt}`, ensure: false }));
   const workRoot = opts.workRoot ?? defaultWorkRoot(env);
   const dirs = attemptDirs(workRoot, ref);
   const calls: LedgerCall[] = [];

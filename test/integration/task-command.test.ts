@@ -2,9 +2,11 @@ import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { existsSync, readFileSync } from "node:fs";
 import { after, before, describe, test } from "node:test";
+import { jetstreamManager } from "@nats-io/jetstream";
 import { JobRefEnv } from "../../actors/dispatcher/backends/types.js";
 import { BlobNames, StateKeys, Subjects } from "../../protocol/subjects.js";
 import { attemptDirs } from "../../shim/task/index.js";
+import { startNats } from "../helpers/nats.js";
 import { RUN_KEY, startTaskRig, type TaskRig } from "./task-fixture.js";
 
 const FAKE_KEY = "sk-live-PLANTEDabcdefghijklmnop0123456789";
@@ -185,6 +187,36 @@ describe("harness task with command harnesses", { timeout: 110_000 }, () => {
     const r = await rig.published("cmd-orphan", cell);
     assert.equal(r.status, "PATCH_READY", `exit ${code}: ${r.errorMessage ?? ""}`);
     assert.match((await rig.blob(r.patchRef!)) ?? "", /\+done/);
+  });
+
+  test("`evalfleet task` opens the topology the actors made and never creates it: a bare server is an error that says so", async () => {
+    const bare = await startNats();
+    try {
+      const child = spawn(process.execPath, ["bin/evalfleet.js", "task"], {
+        env: {
+          PATH: process.env.PATH ?? "",
+          HOME: process.env.HOME ?? "/tmp",
+          NATS_URL: bare.url,
+          [JobRefEnv.run]: "r",
+          [JobRefEnv.cell]: "c",
+          [JobRefEnv.attempt]: "0",
+        },
+        stdio: ["ignore", "pipe", "pipe"],
+      });
+      let err = "";
+      child.stderr.on("data", (d: Buffer) => {
+        err += d.toString();
+      });
+      const code = await new Promise<number | null>((resolve) => child.once("exit", resolve));
+      assert.notEqual(code, 0);
+      assert.match(err, /does not have evalfleet's buckets.*evalfleet up/);
+      const nc = await bare.connect();
+      const streams = await (await jetstreamManager(nc)).streams.names().next();
+      assert.deepEqual(streams, [], "the task created no stream");
+      await nc.close();
+    } finally {
+      await bare.cleanup();
+    }
   });
 
   test("SIGTERM to `evalfleet task` stops the harness group, and a result is still published", async () => {
