@@ -64,7 +64,49 @@ function requestBody(kb: number): Buffer {
   );
 }
 
-type Msg = { port?: number; cpu?: NodeJS.CpuUsage; loopP99Ms?: number; loopMaxMs?: number };
+interface Spin {
+  seconds: number;
+  gapsOver1Ms: number;
+  gapsOver5Ms: number;
+  maxGapMs: number;
+  lostMs: number;
+}
+
+type Msg = { port?: number; cpu?: NodeJS.CpuUsage; loopP99Ms?: number; loopMaxMs?: number; spin?: Spin };
+
+/**
+ * What this machine does to a process when every CPU is busy: one clock-reading spinner per CPU, together. On a
+ * quiet host the gaps are rare and short; a VM whose vCPUs the host takes away shows them here, and any latency
+ * tail measured below includes them.
+ */
+async function machineStalls(): Promise<Spin & { spinners: number }> {
+  const n = cpus().length;
+  const spins = await Promise.all(
+    Array.from(
+      { length: n },
+      () =>
+        new Promise<Spin>((resolve, reject) => {
+          const proc = fork(SELF, ["--role", "spin"], {
+            execArgv: ["--import", "tsx"],
+            stdio: ["ignore", "inherit", "inherit", "ipc"],
+          });
+          proc.once("message", (m: Msg) =>
+            m.spin ? resolve(m.spin) : reject(new Error("spinner said nothing")),
+          );
+          proc.once("exit", (code) => reject(new Error(`spinner exited ${code}`)));
+        }),
+    ),
+  );
+  const sum = (f: (x: Spin) => number) => spins.reduce((a, x) => a + f(x), 0);
+  return {
+    spinners: n,
+    seconds: spins[0]?.seconds ?? 0,
+    gapsOver1Ms: sum((x) => x.gapsOver1Ms),
+    gapsOver5Ms: sum((x) => x.gapsOver5Ms),
+    maxGapMs: r3(Math.max(...spins.map((x) => x.maxGapMs))),
+    lostMs: r3(sum((x) => x.lostMs)),
+  };
+}
 
 const LOOP_SAMPLE_MS = 5;
 
@@ -88,6 +130,29 @@ function ready(port: number): void {
 async function role(name: string): Promise<void> {
   // A clean exit on SIGTERM lets --cpu-prof write its profile.
   process.on("SIGTERM", () => process.exit(0));
+  if (name === "spin") {
+    // A busy loop that does nothing but read the clock: any gap between two reads is time this process was not
+    // running (preempted by the kernel or the hypervisor). It allocates nothing, so no gap is its own GC.
+    const ms = Number(process.env.SPIN_MS ?? "3000");
+    const t0 = performance.now();
+    let last = t0;
+    let over1 = 0;
+    let over5 = 0;
+    let lostMs = 0;
+    let maxMs = 0;
+    for (let now = t0; now - t0 < ms; now = performance.now()) {
+      const gap = now - last;
+      last = now;
+      if (gap > 0.2) lostMs += gap;
+      if (gap > 1) over1++;
+      if (gap > 5) over5++;
+      if (gap > maxMs) maxMs = gap;
+    }
+    process.send?.({
+      spin: { seconds: ms / 1000, gapsOver1Ms: over1, gapsOver5Ms: over5, maxGapMs: maxMs, lostMs },
+    });
+    return;
+  }
   if (name === "provider") {
     const { startScriptedProvider } = await import("../scripts/scripted-provider/index.js");
     const sp = await startScriptedProvider({
@@ -333,6 +398,7 @@ async function main(): Promise<void> {
   const agent = new Agent({ connections: 512, keepAliveTimeout: 30_000 });
   const results: Record<string, unknown>[] = [];
   const small = requestBody(0);
+  let stalls: Awaited<ReturnType<typeof machineStalls>> | undefined;
   try {
     const nc = await nats.connect("bench");
     await ensureShimTopology(nc);
@@ -353,6 +419,10 @@ async function main(): Promise<void> {
     ];
     // Warm up long enough for the JIT to settle in every process.
     for (const arm of arms) await drive(agent, arm.url, 1000, WARMUP_S, small);
+    stalls = await machineStalls();
+    process.stdout.write(
+      `machine: ${stalls.spinners} spinners x ${stalls.seconds}s, all CPUs busy: ${stalls.gapsOver1Ms} gaps > 1 ms, ${stalls.gapsOver5Ms} > 5 ms, longest ${stalls.maxGapMs} ms, ${stalls.lostMs} ms lost in all\n`,
+    );
     const idle0 = await cpuOf(shim.proc);
     await new Promise((r) => setTimeout(r, 1000));
     const idleUsPerS = usOf(idle0, await cpuOf(shim.proc));
@@ -430,7 +500,7 @@ async function main(): Promise<void> {
     | { added: { p99: number } }
     | undefined;
   process.stdout.write(
-    `${JSON.stringify({ bench: "shim", durationS: DURATION_S, rounds: ROUNDS, pinned, cpus: cpus().length, loadavg1m: r3(loadavg()[0] ?? 0), results, addedP99At2000Ms: at2000?.added.p99 ?? null, aimMet: at2000 ? at2000.added.p99 < 1 : false })}\n`,
+    `${JSON.stringify({ bench: "shim", durationS: DURATION_S, rounds: ROUNDS, pinned, cpus: cpus().length, loadavg1m: r3(loadavg()[0] ?? 0), machineStalls: stalls, results, addedP99At2000Ms: at2000?.added.p99 ?? null, aimMet: at2000 ? at2000.added.p99 < 1 : false })}\n`,
   );
 }
 
