@@ -3,7 +3,7 @@ import { hostname } from "node:os";
 import type { ConsumerMessages, JsMsg } from "@nats-io/jetstream";
 import type { z } from "zod";
 import { decodeJson } from "../../protocol/decode.js";
-import { EvalfleetError, toEvalfleetError, ValidationError } from "../../protocol/errors.js";
+import { ErrorCode, EvalfleetError, toEvalfleetError, ValidationError } from "../../protocol/errors.js";
 import type { Logger } from "../../protocol/log.js";
 import { type Heartbeat, MessageTypes, type RunEvent } from "../../protocol/messages.js";
 import { ProgressKeys, Subjects } from "../../protocol/subjects.js";
@@ -45,6 +45,22 @@ export interface ConsumeOptions<S extends z.ZodType> {
 }
 
 const RETRY_DELAYS_MS = [250, 1_000, 5_000, 15_000, 30_000];
+/**
+ * A dependency that is down (the database, NATS) fails every message alike and fast, so backing each one off further
+ * protects nothing; it only kept work stalled for 15 to 30 s after a few seconds of outage. Short, capped, jittered.
+ */
+const UNAVAILABLE_DELAYS_MS = [250, 500, 1_000, 2_000];
+
+/** How long a message waits before its next delivery after the handler failed on delivery `attempts`. */
+export function retryDelayMs(
+  err: EvalfleetError,
+  attempts: number,
+  random: () => number = Math.random,
+): number {
+  const table = err.code === ErrorCode.Unavailable ? UNAVAILABLE_DELAYS_MS : RETRY_DELAYS_MS;
+  const base = table[Math.min(Math.max(1, attempts) - 1, table.length - 1)] ?? 30_000;
+  return Math.round(base * (0.8 + 0.4 * random()));
+}
 
 /**
  * The small runtime every actor shares: consume a durable pull consumer, decode (= validate), handle, ack after the
@@ -222,7 +238,7 @@ export class Actor {
         .catch((e) => this.log.error({ err: e }, "poison event failed"));
       return;
     }
-    const delay = RETRY_DELAYS_MS[Math.min(attempts - 1, RETRY_DELAYS_MS.length - 1)] ?? 30_000;
+    const delay = retryDelayMs(err, attempts);
     this.log.warn(
       { subject: msg.subject, code: err.code, err: err.message, attempts, delay },
       "handler failed; will retry",
