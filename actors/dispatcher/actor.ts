@@ -34,6 +34,8 @@ export interface DispatcherOptions {
   /** how often this replica looks at its tasks (local: process exits) */
   observeMs?: number;
   exitGraceMs?: number;
+  /** the grace after a clean exit (default 60 s: the task's result was acked before it exited) */
+  cleanExitGraceMs?: number;
   staleClaimMs?: number;
   /** how often to look for attempts orphaned by a dead replica */
   reapMs?: number;
@@ -73,6 +75,7 @@ export async function startDispatcher(opts: DispatcherOptions): Promise<Actor> {
     staleClaimMs: opts.staleClaimMs ?? 30_000,
     capacityPollMs: opts.capacityPollMs ?? 250,
     exitGraceMs: opts.exitGraceMs ?? 1_500,
+    cleanExitGraceMs: opts.cleanExitGraceMs ?? 60_000,
   });
   control = new ControlBoard(
     plane.nc,

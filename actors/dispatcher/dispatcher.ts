@@ -44,6 +44,12 @@ export interface DispatcherDeps {
   capacityPollMs: number;
   /** after a task exits, how long its own result has to arrive before the dispatcher publishes one for it */
   exitGraceMs: number;
+  /**
+   * The same after a clean exit (code 0): a task exits 0 only once JetStream has acked its result, so a stand-in is
+   * almost always a duplicate; waiting for the result consumer to catch up keeps a loaded plane from publishing one
+   * for every attempt (20,000 attempts made 39,487 result publishes).
+   */
+  cleanExitGraceMs: number;
 }
 
 interface InFlight {
@@ -469,20 +475,24 @@ export class Dispatcher {
       if (!f || s.phase !== "stopped" || !s.stop) continue;
       this.inflight.delete(key(f.ref.runName, f.ref.cellId, f.ref.attempt));
       const stop = s.stop;
+      const clean = stop.kind === "exited" && stop.exitCode === 0;
       const out = (
         this.d.backend as { output?: (h: string) => { stdout: string; stderr: string } | undefined }
       ).output?.(f.handle);
       // The task's own result (published before it exited) wins: ours carries the same message id, and is not
       // sent at all once the real one has been handled here.
-      setTimeout(() => {
-        if (this.resulted.delete(key(f.ref.runName, f.ref.cellId, f.ref.attempt))) return;
-        this.noResult(f.ref, f.base, stop, signal, out).catch((err: unknown) =>
-          this.d.log.error(
-            { err: String(err), ref: f.ref },
-            "could not finish a task that ended without a result",
-          ),
-        );
-      }, this.d.exitGraceMs).unref();
+      setTimeout(
+        () => {
+          if (this.resulted.delete(key(f.ref.runName, f.ref.cellId, f.ref.attempt))) return;
+          this.noResult(f.ref, f.base, stop, signal, out).catch((err: unknown) =>
+            this.d.log.error(
+              { err: String(err), ref: f.ref },
+              "could not finish a task that ended without a result",
+            ),
+          );
+        },
+        clean ? this.d.cleanExitGraceMs : this.d.exitGraceMs,
+      ).unref();
     }
   }
 

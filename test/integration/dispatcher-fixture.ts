@@ -84,6 +84,7 @@ export async function startRig(tasks: Array<{ id: string; track?: string }>): Pr
         capacityPollMs: 50,
         observeMs: 100,
         exitGraceMs: 300,
+        cleanExitGraceMs: 2_500,
         ...opts.extra,
       });
       actors.push(a);

@@ -21,7 +21,7 @@ function alive(pid: number): boolean {
 const TASK = fileURLToPath(new URL("../fixtures/dispatcher-task.mjs", import.meta.url));
 
 before(async () => {
-  rig = await startRig([{ id: "ok" }, { id: "dies" }, { id: "killed" }]);
+  rig = await startRig([{ id: "ok" }, { id: "dies" }, { id: "killed" }, { id: "silent" }]);
   await rig.dispatcher({
     backend: new LocalBackend({ command: [process.execPath, TASK], natsUrl: rig.nats.url }),
     extra: { retryDelaysMs: [100, 100, 100] },
@@ -62,6 +62,30 @@ describe("dispatcher local backend", () => {
     assert.ok(all.every((r) => r.attempt === 0));
   });
 
+  it("a clean exit (code 0) without a result gets its stand-in only after the longer clean-exit grace", async () => {
+    // A task exits 0 only once its result is acked, so the dispatcher waits for the result consumer to catch up
+    // instead of publishing a duplicate for every attempt of a loaded plane.
+    await rig.submit({
+      name: "local3",
+      harnesses: [{ name: "h", adapter: "command" }],
+      models: [{ name: "m" }],
+      tasks: ["silent"],
+      parallel_runs: 1,
+      budget_usd: 1,
+    });
+    const [r] = await waitFor("the stand-in result", async () => {
+      const all = await attemptResults(rig.client, "local3");
+      return all.length > 0 ? all : undefined;
+    });
+    assert.equal(r?.status, "HARNESS_ERROR");
+    assert.match(r?.errorMessage ?? "", /exited with code 0 without publishing a result/);
+    const exitFile = join(tmpdir(), "evalfleet-silent-local3.exit");
+    const exitedAt = Number(readFileSync(exitFile, "utf8"));
+    rmSync(exitFile);
+    const waited = Date.parse(r?.finishedAt ?? "") - exitedAt;
+    assert.ok(waited >= 2_400, `stand-in ${waited} ms after the exit; the clean-exit grace is 2,500 ms`);
+  });
+
   it("find() names an attempt's running task process — the topmost of those carrying its job reference", async () => {
     const ref = { runName: "find-run", cellId: "h__m__t__r0", attempt: 2, pool: "h__m" };
     // A task and a child of its own (as its git processes are): both inherit the job reference.
@@ -79,6 +103,8 @@ describe("dispatcher local backend", () => {
           EVALFLEET_ATTEMPT: String(ref.attempt),
         },
         stdio: "ignore",
+        // a group of their own, so the finally below takes the child too (a later run would find it)
+        detached: true,
       },
     );
     try {
@@ -95,7 +121,11 @@ describe("dispatcher local backend", () => {
         "a dead task is not found",
       );
     } finally {
-      task.kill("SIGKILL");
+      try {
+        process.kill(-(task.pid ?? 0), "SIGKILL");
+      } catch {
+        // gone already
+      }
     }
   });
 
