@@ -87,7 +87,8 @@ export async function startNatsCluster(
     opened.push(nc);
     return nc;
   };
-  // Wait for the meta leader: JetStream requests fail until the cluster has elected one.
+  // Wait until a stream on every node can be placed: JetStream requests fail until the cluster has elected a meta
+  // leader, and an R{size} stream fails ("no suitable peers for placement") until every peer has joined it.
   const probe = await connectAny("probe");
   const { jetstreamManager } = await import("@nats-io/jetstream");
   const deadline = Date.now() + 30_000;
@@ -95,6 +96,12 @@ export async function startNatsCluster(
     try {
       const jsm = await jetstreamManager(probe, { timeout: 2_000 });
       await jsm.getAccountInfo();
+      await jsm.streams.add({
+        name: "EF_PLACEMENT_PROBE",
+        subjects: ["ef.placement.probe"],
+        num_replicas: size,
+      });
+      await jsm.streams.delete("EF_PLACEMENT_PROBE");
       break;
     } catch (err) {
       if (Date.now() > deadline) throw err;
