@@ -403,10 +403,7 @@ async function main(): Promise<void> {
     const nc = await nats.connect("bench");
     await ensureShimTopology(nc);
     await nc.close();
-    const start = async (name: string, env: Record<string, string>) => {
-      const c = await child(name, env, children);
-      return c;
-    };
+    const start = (name: string, env: Record<string, string>) => child(name, env, children);
     const provider = await start("provider", {});
     const providerUrl = `http://127.0.0.1:${provider.port}`;
     const shim = await start("shim", { NATS_URL: nats.url, UPSTREAM: providerUrl });

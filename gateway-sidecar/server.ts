@@ -11,7 +11,13 @@ import { type JsonMembers, readMembers, withMembers } from "../providers/json-me
 import { ChatStreamMeter, openaiJsonResult, ResponsesStreamMeter } from "../providers/openai.js";
 import { PriceTable } from "../providers/pricing.js";
 import { SseParser } from "../providers/sse.js";
-import { approxTokens, type Endpoint, type MeterResult, type Provider } from "../providers/types.js";
+import {
+  approxTokens,
+  type Endpoint,
+  type MeterResult,
+  OUTPUT_CAP_FIELDS,
+  type Provider,
+} from "../providers/types.js";
 import type { Db } from "../store/db.js";
 import { nanoToUsd, usdToNano } from "../store/money.js";
 import { getRunMetadata } from "../store/results.js";
@@ -145,17 +151,20 @@ export async function startGateway(opts: GatewayOptions): Promise<Gateway> {
   });
 
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    // Set once the request has gone upstream: a failure after that may have been billed.
+    const call = { forwarded: false };
     try {
-      await handleCall(req, res);
+      await handleCall(req, res, call);
     } catch (err) {
-      throw res.headersSent || forwarded.has(req) ? err : new NotForwarded(err);
+      throw res.headersSent || call.forwarded ? err : new NotForwarded(err);
     }
   }
 
-  // Calls whose request has gone upstream: a failure after that may have been billed.
-  const forwarded = new WeakSet<IncomingMessage>();
-
-  async function handleCall(req: IncomingMessage, res: ServerResponse): Promise<void> {
+  async function handleCall(
+    req: IncomingMessage,
+    res: ServerResponse,
+    call: { forwarded: boolean },
+  ): Promise<void> {
     // Watched from the start: a caller that leaves before its call is forwarded must not have it forwarded.
     const ac = new AbortController();
     const onClientGone = () => {
@@ -228,7 +237,7 @@ export async function startGateway(opts: GatewayOptions): Promise<Gateway> {
       return;
     }
     inflight.add(ac);
-    forwarded.add(req);
+    call.forwarded = true;
 
     const logCall = async (st: SpendStatus, r: MeterResult | undefined): Promise<void> => {
       if (st === "lost" || st === "client_closed") {
@@ -343,11 +352,10 @@ async function capFromRunConfig(db: Db, run: string): Promise<number | undefined
   return typeof budget === "number" ? Number(usdToNano(budget)) : undefined;
 }
 
-const OUTPUT_CAPS = ["max_tokens", "max_completion_tokens", "max_output_tokens"];
-const GATEWAY_READS = new Set(["model", ...OUTPUT_CAPS]);
+const GATEWAY_READS = new Set<string>(["model", ...OUTPUT_CAP_FIELDS]);
 
 function maxOutputTokens(body: JsonMembers, fallback: number): number {
-  for (const k of OUTPUT_CAPS) {
+  for (const k of OUTPUT_CAP_FIELDS) {
     const v = body.members.get(k)?.value;
     if (typeof v === "number" && Number.isFinite(v) && v > 0) return Math.floor(v);
   }

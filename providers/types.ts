@@ -4,6 +4,10 @@ export type Provider = "anthropic" | "openai";
 /** The metered endpoints. Anything else is passed through unmetered. */
 export type Endpoint = "messages" | "count_tokens" | "chat_completions" | "responses";
 
+/** The request fields that cap a call's output, by wire: Anthropic, OpenAI chat (either name), Responses. */
+export const OUTPUT_CAP_FIELDS = ["max_tokens", "max_completion_tokens", "max_output_tokens"] as const;
+export type OutputCapField = (typeof OUTPUT_CAP_FIELDS)[number];
+
 /**
  * Token counts of one call, normalised across providers. `inputTokens` is the total input (cache reads and cache
  * writes included, like OpenAI's prompt_tokens), `outputTokens` includes reasoning. The other figures are subsets.

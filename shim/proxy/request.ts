@@ -1,7 +1,7 @@
 import { AttributionHeaders } from "../../protocol/headers.js";
 import { type JsonMembers, readMembers, withMembers } from "../../providers/json-members.js";
 import type { Endpoint, Provider } from "../../providers/types.js";
-import { approxTokens, isRecord } from "../../providers/types.js";
+import { approxTokens, isRecord, OUTPUT_CAP_FIELDS, type OutputCapField } from "../../providers/types.js";
 
 /** A metered route: which wire family and endpoint a path is. */
 export interface Route {
@@ -21,7 +21,7 @@ export function routeOf(pathname: string): Route | undefined {
 }
 
 /** Which request field caps output, per endpoint; OpenAI chat accepts either name. */
-type MaxField = "max_tokens" | "max_completion_tokens" | "max_output_tokens";
+type MaxField = OutputCapField;
 
 /** A model call's request. Only the few top-level members metering needs are parsed; the conversation is not. */
 export interface CallRequest {
@@ -40,16 +40,15 @@ export interface CallRequest {
   set: Map<string, unknown>;
 }
 
-const MAX_FIELDS = ["max_tokens", "max_completion_tokens", "max_output_tokens"] as const;
 /** The top-level members metering reads: model, streaming, the output cap and what a clamp must keep valid. */
-const READ = new Set<string>(["model", "stream", "stream_options", "thinking", ...MAX_FIELDS]);
+const READ = new Set<string>(["model", "stream", "stream_options", "thinking", ...OUTPUT_CAP_FIELDS]);
 
 export function parseCall(route: Route, raw: Buffer): CallRequest | string {
   const body = readMembers(raw, READ);
   if (typeof body === "string") return body;
   const value = (name: string) => body.members.get(name)?.value;
   const model = value("model");
-  const maxField = MAX_FIELDS.find((f) => typeof value(f) === "number");
+  const maxField = OUTPUT_CAP_FIELDS.find((f) => typeof value(f) === "number");
   const stream = value("stream") === true;
   const call: CallRequest = {
     route,

@@ -12,6 +12,7 @@ import {
   taskPermissions,
 } from "../../deploy/lib/nats-auth.js";
 import { ProgressKeys, Subjects } from "../../protocol/subjects.js";
+import { subjectMatches } from "../helpers/nats.js";
 
 const me: TaskIdentity = {
   run: "run:1",
@@ -23,17 +24,7 @@ const me: TaskIdentity = {
 const other: TaskIdentity = { ...me, cell: "django__django-11099", task: "django__django-11099" };
 const NKEY = "UDXU4RCSJNZOIQHZNWXHXORDPRTGNJAHAHFRGZNEEJCPQTT2M7NLCNF4";
 
-/** NATS subject matching: `*` is one token, `>` the rest. */
-function matches(pattern: string, subject: string): boolean {
-  const p = pattern.split(".");
-  const s = subject.split(".");
-  for (let i = 0; i < p.length; i++) {
-    if (p[i] === ">") return s.length > i;
-    if (i >= s.length || (p[i] !== "*" && p[i] !== s[i])) return false;
-  }
-  return p.length === s.length;
-}
-const allowed = (list: string[], subject: string) => list.some((p) => matches(p, subject));
+const allowed = (list: string[], subject: string) => list.some((p) => subjectMatches(p, subject));
 
 describe("deploy: NATS authorization", () => {
   test("a task may publish only to its own attempt's subjects", () => {

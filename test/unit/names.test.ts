@@ -24,6 +24,7 @@ import {
 import { BlobNames, ProgressKeys, poolId, StateKeys, Subjects } from "../../protocol/subjects.js";
 import { attemptDirs, repoMirrorPath } from "../../shim/task/workdir.js";
 import { hostileString } from "../helpers/hostile.js";
+import { subjectMatches } from "../helpers/nats.js";
 
 const KV_KEY = /^[-/=_A-Za-z0-9]+(\.[-/=_A-Za-z0-9]+)*$/;
 
@@ -97,22 +98,11 @@ const TOKEN = /^[A-Za-z0-9_=-]+$/;
 const ECS_TAG_VALUE = /^[\p{L}\p{Z}\p{N}_.:/=+\-@]*$/u;
 const DOCKER_NAME = /^[a-zA-Z0-9][a-zA-Z0-9_.-]+$/;
 
-/** NATS subject matching: `*` is one token, `>` the rest. */
-function matches(pattern: string, subject: string): boolean {
-  const p = pattern.split(".");
-  const s = subject.split(".");
-  for (let i = 0; i < p.length; i++) {
-    if (p[i] === ">") return s.length > i;
-    if (i >= s.length || (p[i] !== "*" && p[i] !== s[i])) return false;
-  }
-  return p.length === s.length;
-}
-
 function assertSubject(subject: string, tokens: number, within: string): void {
   const parts = subject.split(".");
   assert.equal(parts.length, tokens, subject);
   for (const t of parts) assert.ok(t.length > 0 && !/[\s*>\u0000-\u001f\u007f]/.test(t), subject);
-  assert.ok(matches(within, subject), `${subject} not within ${within}`);
+  assert.ok(subjectMatches(within, subject), `${subject} not within ${within}`);
 }
 
 function assertKey(key: string, tokens: number): void {
@@ -153,7 +143,8 @@ describe("every place a name becomes a subject, key, object name, path or contai
         assertSubject(Subjects.control.one(run, "cancel"), 3, Subjects.control.all);
         assertSubject(Subjects.attemptSignal(run, cell, n), 4, "signal.>");
         // another run's or cell's subject never falls inside this one's wildcard
-        if (run !== cell) assert.ok(!matches(Subjects.ledger.run(run), Subjects.ledger.one(cell, run)));
+        if (run !== cell)
+          assert.ok(!subjectMatches(Subjects.ledger.run(run), Subjects.ledger.one(cell, run)));
       }),
       { numRuns: 2000 },
     );

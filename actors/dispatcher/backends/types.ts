@@ -62,10 +62,10 @@ export const JobRefEnv = {
  */
 export const HARNESS_GROUP_LINE = "evalfleet-task: harness process group ";
 
+const HARNESS_GROUP_RE = new RegExp(`${HARNESS_GROUP_LINE}(\\d+)`, "g");
+
 export function harnessGroupsIn(text: string): number[] {
-  const out: number[] = [];
-  for (const m of text.matchAll(/evalfleet-task: harness process group (\d+)/g)) out.push(Number(m[1]));
-  return out;
+  return [...text.matchAll(HARNESS_GROUP_RE)].map((m) => Number(m[1]));
 }
 
 /** Should the dispatcher launch this attempt again? Exits and fatal stops are final; retryable ones are bounded. */
