@@ -7,20 +7,22 @@
  */
 import { performance } from "node:perf_hooks";
 import { Agent, request } from "undici";
-import { createRunKey } from "../gateway-sidecar/keys.js";
-import { startGateway } from "../gateway-sidecar/server.js";
+import { loadBenchSettings } from "../config/index.js";
+import { startGateway } from "../gateway/server.js";
 import { FleetPacer } from "../pacer/fleet-pacer.js";
 import type { Admission, Pacer } from "../protocol/pacer.js";
 import { anthropicJsonResult } from "../providers/anthropic.js";
 import { approxTokens } from "../providers/types.js";
-import { startScriptedProvider } from "../scripts/scripted-provider/index.js";
+import { startScriptedProvider } from "../scripted-provider/index.js";
 import { openDb } from "../store/db.js";
+import { createRunKey } from "../store/keys.js";
 import { migrate } from "../store/migrations.js";
 import { startNats } from "../test/helpers/nats.js";
 
-const AGENTS = Number(process.env.BENCH_AGENTS ?? 200);
-const WARM_MS = Number(process.env.BENCH_WARM_MS ?? 5000);
-const MEASURE_MS = Number(process.env.BENCH_MEASURE_MS ?? 20_000);
+const { bench } = loadBenchSettings("pacer-provider");
+const AGENTS = bench.agents;
+const WARM_MS = bench.warmMs;
+const MEASURE_MS = bench.measureMs;
 const LIMITS = { rpm: 6000, inputTpm: 3_000_000, outputTpm: 600_000 };
 const INPUT_TOKENS = 1000; // per call: the input-TPM limit binds at 50 calls/s
 const MAX_TOKENS = 200;

@@ -3,13 +3,17 @@
  * line per bin of admissions (so a killed worker's count up to its death is known) and, at the end, its waits.
  * argv[2]: JSON WorkerArgs.
  */
+
+import { readFileSync } from "node:fs";
 import { performance } from "node:perf_hooks";
-import { connect } from "@nats-io/transport-node";
+import { connect, credsAuthenticator } from "@nats-io/transport-node";
 import { FleetPacer } from "../pacer/fleet-pacer.js";
 
 export interface WorkerArgs {
   id: string;
   natsUrl: string;
+  /** the plane user's `.creds` file */
+  natsCreds: string;
   pool: string;
   /** admissions per second for the pool; 0 = no limit */
   ratePerSecond: number;
@@ -22,7 +26,12 @@ export interface WorkerArgs {
 }
 
 const args = JSON.parse(process.argv[2] ?? "{}") as WorkerArgs;
-const nc = await connect({ servers: args.natsUrl, name: args.id, maxReconnectAttempts: -1 });
+const nc = await connect({
+  servers: args.natsUrl,
+  authenticator: credsAuthenticator(readFileSync(args.natsCreds)),
+  name: args.id,
+  maxReconnectAttempts: -1,
+});
 const pacer = await FleetPacer.open({
   nc,
   id: args.id,

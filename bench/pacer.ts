@@ -5,6 +5,7 @@
  * recover in the survivor. The last line is one JSON object.
  */
 import { Kvm } from "@nats-io/kv";
+import { loadBenchSettings } from "../config/index.js";
 import type { OwnerRecord } from "../pacer/fleet-pacer.js";
 import { StateKeys } from "../protocol/subjects.js";
 import { Buckets } from "../protocol/topology.js";
@@ -12,7 +13,7 @@ import { startNats } from "../test/helpers/nats.js";
 import { countBins, percentiles, spawnWorker, type WorkerHandle } from "./pacer-run.js";
 
 const BIN_MS = 100;
-const CALLERS = Number(process.env.PACER_BENCH_CALLERS ?? 50);
+const CALLERS = loadBenchSettings("pacer").bench.callers;
 const WARM_MS = 1000;
 const nats = await startNats();
 const log = (s: string) => process.stdout.write(`${s}\n`);
@@ -25,6 +26,7 @@ function startPair(pool: string, ratePerSecond: number, durationMs: number, burs
     spawnWorker({
       id: `${pool}-${p}`,
       natsUrl: nats.url,
+      natsCreds: nats.creds,
       pool,
       ratePerSecond,
       burstMs,

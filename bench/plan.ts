@@ -6,19 +6,13 @@
  *     same size, and batched INSERT of 20,000 run_state rows.
  * Last line: one JSON object with the figures.
  */
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { handleSubmission } from "../actors/planner/actor.js";
 import { buildMatrix } from "../actors/planner/matrix.js";
 import { Actor } from "../actors/runtime/actor.js";
-import { openPlane } from "../actors/runtime/connect.js";
+import { dryRunTable } from "../cli/commands/plan.js";
+import { silentLogger } from "../lib/log.js";
 import { RunConfigSchema, TaskSpecSchema } from "../protocol/config.js";
-import { silentLogger } from "../protocol/log.js";
-import { dryRunTable } from "../scripts/commands/plan.js";
-import { insertPendingCells } from "../store/results.js";
-import { freshDb } from "../test/helpers/db.js";
-import { startNats } from "../test/helpers/nats.js";
+import { measureInsertCeiling, measurePublishCeiling, startBenchPlane } from "./common.js";
 
 function median(xs: number[]): number {
   const s = [...xs].sort((a, b) => a - b);
@@ -46,7 +40,7 @@ async function expansion() {
     const t0 = performance.now();
     const matrix = buildMatrix(config, tasks);
     const t1 = performance.now();
-    dryRunTable({ config, tasks, cells: matrix, libraryDir: ".", excluded: [] });
+    dryRunTable({ config, tasks, cells: matrix, libraryDir: ".", unvalidated: [] });
     const t2 = performance.now();
     expandMs.push(t1 - t0);
     dryRunMs.push(t2 - t1);
@@ -56,14 +50,11 @@ async function expansion() {
 }
 
 async function persistAndPublish() {
-  const nats = await startNats();
-  const store = await freshDb("bench-plan");
-  const lib = await mkdtemp(join(tmpdir(), "ef-bench-lib-"));
+  // 20,000 cells: 1,000 tasks × 5 harnesses × 2 models × 2 repeats
+  const bp = await startBenchPlane("bench-plan", 1000, 4);
+  const { store, lib } = bp;
   try {
-    // 20,000 cells: 1,000 tasks × 5 harnesses × 2 models × 2 repeats
-    for (let i = 0; i < 1000; i++)
-      await writeFile(join(lib, `t${i}.yaml`), `id: task-${String(i).padStart(4, "0")}\n`);
-    const plane = await openPlane({ servers: nats.url, name: "bench-plan" });
+    const plane = await bp.plane("bench-plan");
     const run = (name: string) =>
       JSON.stringify({
         name,
@@ -72,9 +63,11 @@ async function persistAndPublish() {
         tasks: ["*"],
         task_library_path: lib,
         repeats: 2,
+        // synthetic tasks with nothing to grade: measured as planned, not gold-validated
+        unvalidated: true,
       });
     const actor = new Actor("planner", plane, silentLogger());
-    const opts = { plane, db: store.db, log: silentLogger() };
+    const opts = { plane, db: store.db, log: silentLogger(), libraryRoots: [lib] };
     // warm-up on a small run so connection set-up is not measured
     await handleSubmission(opts, actor, new TextEncoder().encode(run("warm")), 1);
     const t0 = performance.now();
@@ -82,29 +75,11 @@ async function persistAndPublish() {
     const plannerMs = performance.now() - t0;
     if (outcome.kind !== "planned") throw new Error(`bench run was rejected: ${outcome.message}`);
 
-    // Ceiling 1: pipelined JetStream publish of the same number of same-size messages to a scratch stream.
-    await plane.jsm.streams.add({ name: "BENCH_CEILING", subjects: ["bench.ceiling.>"] });
-    const body = new TextEncoder().encode("x".repeat(420));
-    const t1 = performance.now();
-    let pending: Promise<unknown>[] = [];
-    for (let i = 0; i < outcome.published; i++) {
-      pending.push(plane.js.publish(`bench.ceiling.${i % 10}`, body, { msgID: `c${i}` }));
-      if (pending.length >= 2000) {
-        await Promise.all(pending);
-        pending = [];
-      }
-    }
-    await Promise.all(pending);
-    const publishCeilingMs = performance.now() - t1;
-
-    // Ceiling 2: batched insert of the same number of run_state rows.
-    const ids = Array.from({ length: outcome.totalCells }, (_, i) => `ceiling-cell-${i}`);
-    const t2 = performance.now();
-    await insertPendingCells(store.db, "ceiling", ids);
-    const insertCeilingMs = performance.now() - t2;
+    // The ceilings: as many same-size messages as the planner published, as many run_state rows as it wrote.
+    const publishCeilingMs = await measurePublishCeiling(plane, outcome.published);
+    const insertCeilingMs = await measureInsertCeiling(store.db, outcome.totalCells);
 
     await actor.stop();
-    await plane.close();
     return {
       db: store.db.kind,
       cells: outcome.totalCells,
@@ -116,9 +91,7 @@ async function persistAndPublish() {
       insertCeilingMs,
     };
   } finally {
-    await store.cleanup();
-    await nats.cleanup();
-    await rm(lib, { recursive: true, force: true });
+    await bp.close();
   }
 }
 

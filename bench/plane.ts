@@ -12,91 +12,41 @@
  * KV handle started and closed for one call) dominates: with 1 call the 20,000-cell run did not finish in 9 minutes
  * on this machine, while the plane itself moves the same run in well under a minute. BENCH_CELLS_REPEATS / BENCH_PARALLEL tune the size. Last line: one JSON object.
  */
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { startDispatcher } from "../actors/dispatcher/actor.js";
 import { SimBackend } from "../actors/dispatcher/backends/sim.js";
 import { startPlanner } from "../actors/planner/actor.js";
 import { startResultsWriter } from "../actors/results-writer/actor.js";
-import type { Actor } from "../actors/runtime/actor.js";
-import { openPlane, type Plane } from "../actors/runtime/connect.js";
-import { silentLogger } from "../protocol/log.js";
+import { loadBenchSettings } from "../config/index.js";
+import { silentLogger } from "../lib/log.js";
+import { emptyUsage } from "../protocol/messages.js";
 import { ProgressKeys, Subjects } from "../protocol/subjects.js";
-import { insertPendingCells } from "../store/results.js";
-import { freshDb } from "../test/helpers/db.js";
-import { startNats } from "../test/helpers/nats.js";
+import {
+  machineCpuS,
+  measureInsertCeiling,
+  measurePublishCeiling,
+  procCpuS,
+  startBenchPlane,
+  streamSeqs,
+} from "./common.js";
 
-const CALLS = Number(process.env.BENCH_CALLS ?? "0");
-const REPEATS = Number(process.env.BENCH_REPEATS ?? "2"); // 1,000 tasks × 5 harnesses × 2 models × repeats
-const PARALLEL = Number(process.env.BENCH_PARALLEL ?? "2000");
+const { bench } = loadBenchSettings("plane");
+const CALLS = bench.calls;
+const REPEATS = bench.repeats; // 1,000 tasks × 5 harnesses × 2 models × repeats
+const PARALLEL = bench.parallel;
 const TASKS = 1000;
-const TIMEOUT_MS = Number(process.env.BENCH_TIMEOUT_S ?? "540") * 1000;
-
-/** CPU seconds (user + system) of a process, from /proc (Linux); null elsewhere. */
-async function procCpuS(pid: number | undefined): Promise<number | null> {
-  if (!pid) return null;
-  try {
-    const { readFile } = await import("node:fs/promises");
-    const stat = await readFile(`/proc/${pid}/stat`, "utf8");
-    const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-    return (Number(f[11]) + Number(f[12])) / 100; // utime, stime in clock ticks (USER_HZ = 100)
-  } catch {
-    return null;
-  }
-}
-
-/** The pid of the process whose command line mentions `needle` (the nats-server's config file). */
-async function pidOf(needle: string): Promise<number | undefined> {
-  const { readdir, readFile } = await import("node:fs/promises");
-  for (const d of await readdir("/proc").catch(() => [] as string[])) {
-    if (!/^\d+$/.test(d)) continue;
-    const cmd = await readFile(`/proc/${d}/cmdline`, "utf8").catch(() => "");
-    if (cmd.includes(needle)) return Number(d);
-  }
-  return undefined;
-}
-
-/** Busy CPU seconds of the whole machine (all cores), from /proc/stat. */
-async function machineCpuS(): Promise<number | null> {
-  try {
-    const { readFile } = await import("node:fs/promises");
-    const line = (await readFile("/proc/stat", "utf8")).split("\n")[0] ?? "";
-    const v = line.trim().split(/\s+/).slice(1).map(Number);
-    const idle = (v[3] ?? 0) + (v[4] ?? 0);
-    return (v.reduce((a, b) => a + b, 0) - idle) / 100;
-  } catch {
-    return null;
-  }
-}
-
-/** Every stream's last sequence (streams, KV buckets and object stores alike). */
-async function streamSeqs(plane: Plane): Promise<Map<string, number>> {
-  const out = new Map<string, number>();
-  for await (const s of plane.jsm.streams.list()) out.set(s.config.name, s.state.last_seq);
-  return out;
-}
+const TIMEOUT_MS = bench.timeoutS * 1000;
 
 async function main() {
-  const nats = await startNats();
-  const store = await freshDb("bench-plane");
-  const lib = await mkdtemp(join(tmpdir(), "ef-bench-plane-lib-"));
-  const planes: Plane[] = [];
-  const actors: Actor[] = [];
-  let backend: SimBackend | undefined;
+  const bp = await startBenchPlane("bench-plane", TASKS, 4);
+  const { store, lib, actors, plane } = bp;
   try {
-    for (let i = 0; i < TASKS; i++)
-      await writeFile(join(lib, `t${i}.yaml`), `id: task-${String(i).padStart(4, "0")}\n`);
-    const plane = async (name: string) => {
-      const p = await openPlane({ servers: nats.url, name });
-      planes.push(p);
-      return p;
-    };
     const client = await plane("bench-client");
     const log = silentLogger();
-    actors.push(await startPlanner({ plane: await plane("planner"), db: store.db, log }));
+    actors.push(
+      await startPlanner({ plane: await plane("planner"), db: store.db, log, libraryRoots: [lib] }),
+    );
     const dp = await plane("dispatcher");
-    backend = new SimBackend({
+    const backend = new SimBackend({
       plane: dp,
       calls: CALLS,
       thinkMs: 20,
@@ -106,17 +56,16 @@ async function main() {
       ...(CALLS === 0
         ? {
             syntheticUsage: {
+              ...emptyUsage(),
               inputTokens: 1_000,
               outputTokens: 100,
-              cacheReadTokens: 0,
-              cacheWriteTokens: 0,
-              reasoningTokens: 0,
               costNanoUsd: 4_500_000,
               calls: 1,
             },
           }
         : {}),
     });
+    bp.backend = backend;
     actors.push(await startDispatcher({ plane: dp, db: store.db, log, backend }));
     // No grader runs here: `finished` must not wait for grades of the PATCH_READY attempts.
     actors.push(
@@ -138,6 +87,7 @@ async function main() {
         repeats,
         parallel_runs: PARALLEL,
         budget_usd: 1_000_000,
+        unvalidated: true,
       });
     const finished = async (run: string, deadlineMs: number) => {
       for (;;) {
@@ -161,7 +111,7 @@ async function main() {
     const run = "bench-plane";
     const before = await streamSeqs(client);
     const cpu0 = process.cpuUsage();
-    const natsPid = await pidOf(nats.nodes[0]?.spec.configFile ?? "nats.conf");
+    const natsPid = await bp.natsPid();
     const nats0 = await procCpuS(natsPid);
     const m0 = await machineCpuS();
     const t0 = performance.now();
@@ -169,8 +119,8 @@ async function main() {
     const message = await finished(run, Date.now() + TIMEOUT_MS);
     const elapsedMs = performance.now() - t0;
     const cpu = process.cpuUsage(cpu0);
-    const natsCpuS = (await procCpuS(natsPid)) ?? Number.NaN;
-    const machineS = (await machineCpuS()) ?? Number.NaN;
+    const natsCpuS = await procCpuS(natsPid);
+    const machineS = await machineCpuS();
     const after = await streamSeqs(client);
 
     const perStream: Record<string, number> = {};
@@ -204,26 +154,9 @@ async function main() {
     for (const a of actors.reverse()) await a.stop();
     actors.length = 0;
 
-    // Ceiling 1: pipelined JetStream publish of as many messages as the run stored, to a scratch stream.
-    await client.jsm.streams.add({ name: "BENCH_CEILING", subjects: ["bench.ceiling.>"] });
-    const body = new TextEncoder().encode("x".repeat(420));
-    const t1 = performance.now();
-    let pending: Promise<unknown>[] = [];
-    for (let i = 0; i < msgs; i++) {
-      pending.push(client.js.publish(`bench.ceiling.${i % 10}`, body, { msgID: `c${i}` }));
-      if (pending.length >= 2000) {
-        await Promise.all(pending);
-        pending = [];
-      }
-    }
-    await Promise.all(pending);
-    const publishCeilingMs = performance.now() - t1;
-
-    // Ceiling 2: batched INSERT of as many run_state rows as the run wrote rows.
-    const ids = Array.from({ length: totalRows }, (_, i) => `ceiling-cell-${i}`);
-    const t2 = performance.now();
-    await insertPendingCells(store.db, "ceiling", ids);
-    const insertCeilingMs = performance.now() - t2;
+    // The ceilings: as many messages as the run stored, as many run_state rows as the run wrote rows.
+    const publishCeilingMs = await measurePublishCeiling(client, msgs);
+    const insertCeilingMs = await measureInsertCeiling(store.db, totalRows);
 
     const s = elapsedMs / 1000;
     const publishCeiling = msgs / (publishCeilingMs / 1000);
@@ -257,7 +190,7 @@ async function main() {
       `ceilings in the same run: JetStream pipelined publish ${publishCeiling.toFixed(0)} msg/s (run at ${(msgRate / publishCeiling).toFixed(3)} of it), batched INSERT ${insertCeiling.toFixed(0)} rows/s (run at ${(rowRate / insertCeiling).toFixed(3)} of it); serial ceiling time ${(serialCeilingMs / 1000).toFixed(1)} s vs run ${s.toFixed(1)} s`,
     );
     console.log(
-      `CPU during the run: this process (all actors + sim) ${((cpu.user + cpu.system) / 1e6).toFixed(1)} s, nats-server ${(natsCpuS - (nats0 ?? 0)).toFixed(1)} s, whole machine ${(machineS - (m0 ?? 0)).toFixed(1)} s of ${(2 * s).toFixed(1)} available`,
+      `CPU during the run: this process (all actors + sim) ${((cpu.user + cpu.system) / 1e6).toFixed(1)} s, nats-server ${(natsCpuS - nats0).toFixed(1)} s, whole machine ${(machineS - m0).toFixed(1)} s of ${(2 * s).toFixed(1)} available`,
     );
     console.log(
       JSON.stringify({
@@ -281,17 +214,12 @@ async function main() {
         rows_vs_insert_ceiling: Number((rowRate / insertCeiling).toFixed(3)),
         run_vs_serial_ceiling: Number((serialCeilingMs / elapsedMs).toFixed(3)),
         cpu_s_node: Number(((cpu.user + cpu.system) / 1e6).toFixed(1)),
-        cpu_s_nats: Number((natsCpuS - (nats0 ?? 0)).toFixed(1)),
-        cpu_s_machine: Number((machineS - (m0 ?? 0)).toFixed(1)),
+        cpu_s_nats: Number((natsCpuS - nats0).toFixed(1)),
+        cpu_s_machine: Number((machineS - m0).toFixed(1)),
       }),
     );
   } finally {
-    for (const a of actors.reverse()) await a.stop().catch(() => {});
-    await backend?.close().catch(() => {});
-    for (const p of planes) await p.close().catch(() => {});
-    await store.cleanup().catch(() => {});
-    await nats.cleanup().catch(() => {});
-    await rm(lib, { recursive: true, force: true });
+    await bp.close();
   }
 }
 

@@ -13,70 +13,30 @@
  * (default one per 2,500 attempts; bench/sim-workers.ts) driven by the dispatcher through the LaunchBackend API.
  * The whole bench stops by itself (deadline BENCH_DEADLINE_S, default 540 s). Last line: one JSON object.
  */
-import { mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { startDispatcher } from "../actors/dispatcher/actor.js";
 import { SimBackend } from "../actors/dispatcher/backends/sim.js";
 import type { JobRef, LaunchBackend } from "../actors/dispatcher/backends/types.js";
 import { startPlanner } from "../actors/planner/actor.js";
 import { startResultsWriter } from "../actors/results-writer/actor.js";
-import type { Actor } from "../actors/runtime/actor.js";
-import { openPlane, type Plane } from "../actors/runtime/connect.js";
-import { silentLogger } from "../protocol/log.js";
+import { loadBenchSettings } from "../config/index.js";
+import { silentLogger } from "../lib/log.js";
+import { emptyUsage } from "../protocol/messages.js";
 import { ProgressKeys, Subjects } from "../protocol/subjects.js";
 import type { Db } from "../store/db.js";
-import { freshDb } from "../test/helpers/db.js";
-import { startNats } from "../test/helpers/nats.js";
-import { ForkedSimBackend, rssMbOf, thinkMsFor } from "./sim-workers.js";
+import { machineCpuS, procCpuS, rssMbOf, startBenchPlane, streamSeqs } from "./common.js";
+import { ForkedSimBackend, thinkMsFor } from "./sim-workers.js";
 
-const ATTEMPTS = Number(process.env.BENCH_ATTEMPTS ?? "20000");
-const THINK_S = Number(process.env.BENCH_THINK_S ?? "40");
-const CALLS = Number(process.env.BENCH_CALLS ?? "0");
-const DEADLINE_S = Number(process.env.BENCH_DEADLINE_S ?? "540");
+const { bench } = loadBenchSettings("scale");
+const ATTEMPTS = bench.attempts;
+const THINK_S = bench.thinkS;
+const CALLS = bench.calls;
+const DEADLINE_S = bench.deadlineS;
 /** worker processes hosting the real shims (BENCH_CALLS > 0): ~2,500 attempts each keeps each under its fd limit */
-const WORKERS = Number(process.env.BENCH_WORKERS ?? Math.max(1, Math.ceil(ATTEMPTS / 2_500)));
+const WORKERS = bench.workers;
 const HARNESSES = 5;
 const MODELS = 2;
 const REPEATS = 2;
 const TASKS = Math.ceil(ATTEMPTS / (HARNESSES * MODELS * REPEATS));
-
-async function procCpuS(pid: number | undefined): Promise<number> {
-  if (!pid) return Number.NaN;
-  try {
-    const stat = await readFile(`/proc/${pid}/stat`, "utf8");
-    const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-    return (Number(f[11]) + Number(f[12])) / 100;
-  } catch {
-    return Number.NaN;
-  }
-}
-
-async function pidOf(needle: string): Promise<number | undefined> {
-  for (const d of await readdir("/proc").catch(() => [] as string[])) {
-    if (!/^\d+$/.test(d)) continue;
-    const cmd = await readFile(`/proc/${d}/cmdline`, "utf8").catch(() => "");
-    if (cmd.includes(needle)) return Number(d);
-  }
-  return undefined;
-}
-
-async function machineCpuS(): Promise<number> {
-  try {
-    const line = (await readFile("/proc/stat", "utf8")).split("\n")[0] ?? "";
-    const v = line.trim().split(/\s+/).slice(1).map(Number);
-    const idle = (v[3] ?? 0) + (v[4] ?? 0);
-    return (v.reduce((a, b) => a + b, 0) - idle) / 100;
-  } catch {
-    return Number.NaN;
-  }
-}
-
-async function streamSeqs(plane: Plane): Promise<Map<string, number>> {
-  const out = new Map<string, number>();
-  for await (const s of plane.jsm.streams.list()) out.set(s.config.name, s.state.last_seq);
-  return out;
-}
 
 function pct(sorted: number[], p: number): number {
   if (sorted.length === 0) return Number.NaN;
@@ -129,22 +89,12 @@ interface Sample {
 }
 
 async function main() {
-  const nats = await startNats();
-  const store = await freshDb("bench-scale");
-  const lib = await mkdtemp(join(tmpdir(), "ef-bench-scale-lib-"));
-  const planes: Plane[] = [];
-  const actors: Actor[] = [];
-  let backend: LaunchBackend | undefined;
-  let forked: ForkedSimBackend | undefined;
   const started0 = Date.now();
+  const bp = await startBenchPlane("bench-scale", TASKS, 5);
+  const { nats, store, lib, actors, plane } = bp;
+  let backend: LaunchBackend;
+  let forked: ForkedSimBackend | undefined;
   try {
-    for (let i = 0; i < TASKS; i++)
-      await writeFile(join(lib, `t${i}.yaml`), `id: task-${String(i).padStart(5, "0")}\n`);
-    const plane = async (name: string) => {
-      const p = await openPlane({ servers: nats.url, name });
-      planes.push(p);
-      return p;
-    };
     const client = await plane("bench-client");
     const log = silentLogger();
     const run = "bench-scale";
@@ -179,7 +129,9 @@ async function main() {
       },
     });
 
-    actors.push(await startPlanner({ plane: await plane("planner"), db: store.db, log }));
+    actors.push(
+      await startPlanner({ plane: await plane("planner"), db: store.db, log, libraryRoots: [lib] }),
+    );
     const dp = await plane("dispatcher");
     const mix = { PATCH_READY: 95, EMPTY_PATCH: 5 };
     const usagePerCall = { input: 1_000, output: 100 };
@@ -191,7 +143,7 @@ async function main() {
     };
     if (CALLS > 0) {
       // Real shims need ~5 descriptors per attempt: spread them over worker processes (see sim-workers.ts).
-      forked = await ForkedSimBackend.start(WORKERS, nats.url, {
+      forked = await ForkedSimBackend.start(WORKERS, nats.env, {
         calls: CALLS,
         thinkS: THINK_S,
         usagePerCall,
@@ -219,16 +171,15 @@ async function main() {
         mix,
         usagePerCall,
         syntheticUsage: {
+          ...emptyUsage(),
           inputTokens: 10_000,
           outputTokens: 1_000,
-          cacheReadTokens: 0,
-          cacheWriteTokens: 0,
-          reasoningTokens: 0,
           costNanoUsd: 45_000_000,
           calls: 10,
         },
       });
     }
+    bp.backend = backend;
     const dispatcher = await startDispatcher({ plane: dp, db: store.db, log, backend });
     actors.push(dispatcher);
     const writerDb = stampingDb(
@@ -251,7 +202,7 @@ async function main() {
       }),
     );
 
-    const natsPid = await pidOf(nats.nodes[0]?.spec.configFile ?? "nats.conf");
+    const natsPid = await bp.natsPid();
     const seqs0 = await streamSeqs(client);
     const total = (m: Map<string, number>) => [...m.values()].reduce((a, b) => a + b, 0);
     const cpu0 = process.cpuUsage();
@@ -267,6 +218,7 @@ async function main() {
         tasks: ["*"],
         task_library_path: lib,
         repeats: REPEATS,
+        unvalidated: true,
         parallel_runs: ATTEMPTS,
         budget_usd: 1_000_000,
       }),
@@ -437,12 +389,7 @@ async function main() {
     );
     return phase === "finished" && rows === ATTEMPTS;
   } finally {
-    for (const a of actors.reverse()) await a.stop().catch(() => {});
-    await backend?.close().catch(() => {});
-    for (const p of planes) await p.close().catch(() => {});
-    await store.cleanup().catch(() => {});
-    await nats.cleanup().catch(() => {});
-    await rm(lib, { recursive: true, force: true });
+    await bp.close();
   }
 }
 

@@ -9,8 +9,10 @@ import { cpus, loadavg } from "node:os";
 import { monitorEventLoopDelay } from "node:perf_hooks";
 import { fileURLToPath } from "node:url";
 import { Agent, request } from "undici";
+import { loadBenchSettings } from "../config/index.js";
 
 const SELF = fileURLToPath(import.meta.url);
+const { bench, host } = loadBenchSettings("shim");
 /**
  * Fixed rates with a short request, then a slower rate with a request the size of a coding agent's mid-session turn
  * (system prompt, tool definitions, a conversation with code and non-ASCII text): what reading a large request costs.
@@ -18,13 +20,13 @@ const SELF = fileURLToPath(import.meta.url);
 const LOADS = [
   { rate: 500, requestKb: 0 },
   { rate: 2000, requestKb: 0 },
-  { rate: 200, requestKb: Number(process.env.BENCH_LARGE_KB ?? "150") },
+  { rate: 200, requestKb: bench.largeKb },
 ];
 /** seconds per arm per rate, split into ROUNDS windows */
-const DURATION_S = Number(process.env.BENCH_SECONDS ?? "10");
+const DURATION_S = bench.seconds;
 const WARMUP_S = 3;
 /** direct / through-shim windows per rate */
-const ROUNDS = Number(process.env.BENCH_ROUNDS ?? "10");
+const ROUNDS = bench.rounds;
 /** A streaming Messages request of about `kb` KB (a one-line prompt for 0). */
 function requestBody(kb: number): Buffer {
   const messages: unknown[] = [];
@@ -133,7 +135,7 @@ async function role(name: string): Promise<void> {
   if (name === "spin") {
     // A busy loop that does nothing but read the clock: any gap between two reads is time this process was not
     // running (preempted by the kernel or the hypervisor). It allocates nothing, so no gap is its own GC.
-    const ms = Number(process.env.SPIN_MS ?? "3000");
+    const ms = bench.spinMs;
     const t0 = performance.now();
     let last = t0;
     let over1 = 0;
@@ -154,7 +156,7 @@ async function role(name: string): Promise<void> {
     return;
   }
   if (name === "provider") {
-    const { startScriptedProvider } = await import("../scripts/scripted-provider/index.js");
+    const { startScriptedProvider } = await import("../scripted-provider/index.js");
     const sp = await startScriptedProvider({
       scenario: { text: "A short streamed benchmark reply, in words." },
     });
@@ -165,7 +167,7 @@ async function role(name: string): Promise<void> {
     // passed on as they arrive) with nothing else. What the shim costs above this is metering.
     const { createServer } = await import("node:http");
     const { Pool } = await import("undici");
-    const up = new Pool(process.env.UPSTREAM ?? "", { connections: 256, keepAliveTimeout: 60_000 });
+    const up = new Pool(bench.upstream ?? "", { connections: 256, keepAliveTimeout: 60_000 });
     const server = createServer((req, res) => {
       const chunks: Buffer[] = [];
       req.on("data", (c: Buffer) => chunks.push(c));
@@ -196,11 +198,16 @@ async function role(name: string): Promise<void> {
     return ready((server.address() as { port: number }).port);
   }
   const { connect } = await import("@nats-io/transport-node");
-  const { startShim } = await import("../shim/proxy/index.js");
+  const { natsConnectOptions } = await import("../plane/connect.js");
+  const { natsFromEnv } = await import("../test/helpers/nats.js");
+  const { startShim } = await import("../shim/index.js");
   // Async traces cost a captured stack per request; the ledger does not need them.
-  const nc = await connect({ servers: process.env.NATS_URL ?? "", noAsyncTraces: true });
+  const nc = await connect({
+    ...natsConnectOptions(natsFromEnv()),
+    noAsyncTraces: true,
+  });
   const shim = await startShim({
-    upstream: process.env.UPSTREAM ?? "",
+    upstream: bench.upstream ?? "",
     run: "bench",
     cell: "cell",
     attempt: 1,
@@ -220,12 +227,10 @@ function child(
     execArgv: [
       "--import",
       "tsx",
-      ...(process.env.BENCH_PROF === name ? ["--cpu-prof", "--cpu-prof-dir=/tmp/shim-prof"] : []),
-      ...(name === "shim" && process.env.BENCH_SHIM_NODE_ARGS
-        ? process.env.BENCH_SHIM_NODE_ARGS.split(" ")
-        : []),
+      ...(bench.prof === name ? ["--cpu-prof", "--cpu-prof-dir=/tmp/shim-prof"] : []),
+      ...(name === "shim" ? bench.shimNodeArgs : []),
     ],
-    env: { ...process.env, ...env },
+    env: { ...host.inheritedEnv, ...env },
     stdio: ["ignore", "inherit", "inherit", "ipc"],
   });
   all.push(proc);
@@ -383,7 +388,7 @@ function added(over: Summary, base: Summary) {
 async function main(): Promise<void> {
   // Pinned layout (BENCH_PIN=1): the load generator, the provider and nats-server share CPU 0; the shim and the bare
   // proxy get CPU 1, as a shim gets its task's own vCPU in production instead of competing with the provider.
-  const pinned = process.env.BENCH_PIN === "1" && cpus().length >= 2 && pin(process.pid, "0");
+  const pinned = bench.pin && cpus().length >= 2 && pin(process.pid, "0");
   const { startNats } = await import("../test/helpers/nats.js");
   const { ensureShimTopology } = await import("../test/integration/shim-fixture.js");
   const nats = await startNats();
@@ -406,7 +411,7 @@ async function main(): Promise<void> {
     const start = (name: string, env: Record<string, string>) => child(name, env, children);
     const provider = await start("provider", {});
     const providerUrl = `http://127.0.0.1:${provider.port}`;
-    const shim = await start("shim", { NATS_URL: nats.url, UPSTREAM: providerUrl });
+    const shim = await start("shim", { ...nats.env, UPSTREAM: providerUrl });
     const bare = await start("bare", { UPSTREAM: providerUrl });
     if (pinned) for (const c of [shim, bare]) pin(c.proc.pid ?? 0, "1");
     const arms: Arm[] = [

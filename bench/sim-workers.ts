@@ -7,9 +7,10 @@
  * through this LaunchBackend over IPC, exactly as they drive any backend.
  */
 import { type ChildProcess, fork } from "node:child_process";
-import { readFile } from "node:fs/promises";
 import { fileURLToPath } from "node:url";
 import type { JobRef, LaunchBackend, StopClass, TaskState } from "../actors/dispatcher/backends/types.js";
+import { loadBenchSettings } from "../config/index.js";
+import { natsFromEnv } from "../test/helpers/nats.js";
 
 const SELF = fileURLToPath(import.meta.url);
 
@@ -51,13 +52,18 @@ export class ForkedSimBackend implements LaunchBackend {
 
   private constructor() {}
 
-  static async start(n: number, natsUrl: string, opts: SimWorkerOptions): Promise<ForkedSimBackend> {
+  static async start(
+    n: number,
+    natsEnv: { NATS_URL: string; NATS_CREDS: string },
+    opts: SimWorkerOptions,
+  ): Promise<ForkedSimBackend> {
     const b = new ForkedSimBackend();
+    const { inheritedEnv } = loadBenchSettings("sim-worker").host;
     await Promise.all(
       Array.from({ length: n }, async (_, i) => {
         const proc = fork(SELF, ["--sim-worker", String(i)], {
           execArgv: ["--import", "tsx"],
-          env: { ...process.env, EF_SIM_WORKER: JSON.stringify({ natsUrl, ...opts }) },
+          env: { ...inheritedEnv, ...natsEnv, EF_SIM_WORKER: JSON.stringify(opts) },
           stdio: ["ignore", "inherit", "inherit", "ipc"],
         });
         proc.on("message", (m: Reply | "ready") => {
@@ -161,18 +167,11 @@ export class ForkedSimBackend implements LaunchBackend {
   }
 }
 
-/** RSS of a process in MB, from /proc (NaN when it is gone). */
-export async function rssMbOf(pid: number): Promise<number> {
-  const status = await readFile(`/proc/${pid}/status`, "utf8").catch(() => "");
-  const m = /VmRSS:\s+(\d+) kB/.exec(status);
-  return m ? Number(m[1]) / 1024 : Number.NaN;
-}
-
 async function worker(): Promise<void> {
-  const cfg = JSON.parse(process.env.EF_SIM_WORKER ?? "{}") as SimWorkerOptions & { natsUrl: string };
-  const { openPlane } = await import("../actors/runtime/connect.js");
+  const cfg = JSON.parse(loadBenchSettings("sim-worker").bench.options ?? "{}") as SimWorkerOptions;
+  const { openPlane } = await import("../plane/connect.js");
   const { SimBackend } = await import("../actors/dispatcher/backends/sim.js");
-  const plane = await openPlane({ servers: cfg.natsUrl, name: `sim-worker-${process.argv.at(-1)}` });
+  const plane = await openPlane({ nats: natsFromEnv(), name: `sim-worker-${process.argv.at(-1)}` });
   const sim = new SimBackend({
     plane,
     calls: cfg.calls,

@@ -3,4 +3,4 @@
 import { register } from "tsx/esm/api";
 
 register();
-await import("../scripts/cli.ts");
+await import("../cli/main.ts");

@@ -1,15 +1,13 @@
+import type { BucketCheckpoint, PoolLimits } from "../protocol/state.js";
 import { DIMS, type Dim, type RateLimitFacts } from "./headers.js";
+
+export type { BucketCheckpoint, PoolLimits } from "../protocol/state.js";
 
 /**
  * One pool's token buckets: requests, input tokens, output tokens and (OpenAI's combined) tokens per minute, each
  * replenished continuously at limit/60 000 per ms like the providers' own. Pure: time and randomness come in as
  * arguments, so LocalPacer, the fleet owner and the unit tests all run exactly this arithmetic.
  */
-
-/** Limits per minute; a dimension left out is not paced. */
-export type PoolLimits = Partial<
-  Record<"requestsPerMinute" | "inputTokensPerMinute" | "outputTokensPerMinute" | "tokensPerMinute", number>
->;
 
 export interface PoolConfig {
   limits: PoolLimits;
@@ -49,12 +47,6 @@ function amount(cost: Cost, dim: Dim): number {
 }
 
 /** The checkpoint an owner writes to KV and a successor restores: limits and pause, not the level (see restore). */
-export interface BucketCheckpoint {
-  limits: PoolLimits;
-  /** Wall-clock end of a 429 pause or 529 back-off, 0 when none. */
-  pausedUntilWallMs: number;
-  overloadStreak: number;
-}
 
 export class PoolBucket {
   readonly cfg: PoolConfig;

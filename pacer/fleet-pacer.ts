@@ -2,14 +2,18 @@ import { randomUUID } from "node:crypto";
 import { performance } from "node:perf_hooks";
 import type { KV } from "@nats-io/kv";
 import { createInbox, type Msg, type NatsConnection, type Subscription } from "@nats-io/transport-node";
-import { type Logger, silentLogger } from "../protocol/log.js";
+import { type Logger, silentLogger } from "../lib/log.js";
+import { isConflict, isValue, TypedKv } from "../plane/kv.js";
+import { openBucket } from "../plane/topology.js";
+import { ErrorCode, EvalfleetError } from "../protocol/errors.js";
 import type { ActualUsage, Admission, AdmissionRequest, LimitObservation, Pacer } from "../protocol/pacer.js";
+import { type PacerOwnerRecord, PacerOwnerSchema } from "../protocol/state.js";
 import { StateKeys } from "../protocol/subjects.js";
-import { Buckets, openBucket } from "../protocol/topology.js";
-import { type BucketCheckpoint, type Cost, PoolBucket, type PoolLimits } from "./bucket.js";
+import { Buckets } from "../protocol/topology.js";
+import { type Cost, PoolBucket, type PoolLimits } from "./bucket.js";
 import { parseRateLimitHeaders, type RateLimitFacts } from "./headers.js";
 import { abortError, estimateCost, type PacerPools, poolConfig } from "./local.js";
-import { Pool, type PoolStatsSnapshot } from "./pool.js";
+import { Pool } from "./pool.js";
 
 /*
  * The fleet-wide pacer: ONE OWNER PER POOL, with the `pacer` KV key as its lease and checkpoint.
@@ -48,16 +52,16 @@ export interface FleetPacerOptions extends PacerPools {
   log?: Logger;
   /** Process id written into the owner record (default: a UUID). */
   id?: string;
+  /**
+   * How long admit waits for a pool that has no live owner (none, or one that stopped heartbeating) before it fails
+   * with a clear error (default 15 s). A process that may own pools takes such a pool over at once; this bounds the
+   * wait of one that may not, or cannot (NATS or the pacer bucket unavailable).
+   */
+  ownerWaitMs?: number;
 }
 
-export interface OwnerRecord {
-  v: 1;
-  owner: string | null;
-  inbox: string | null;
-  heartbeatWallMs: number;
-  checkpoint: BucketCheckpoint;
-  stats: PoolStatsSnapshot;
-}
+/** A pool's owner lease and checkpoint in the `pacer` bucket (schema: protocol/state.ts). */
+export type OwnerRecord = PacerOwnerRecord;
 
 type Wire =
   | { op: "admit"; id: string; i: number; o: number }
@@ -90,6 +94,17 @@ interface Link {
 }
 
 const enc = (v: unknown) => JSON.stringify(v);
+
+/** admit's answer when a pool stayed without a live owner: what is wrong and what to do. */
+function noOwner(pool: string, waitedMs: number, canOwn: boolean): EvalfleetError {
+  const waited = `${Math.round(waitedMs / 1000)} s`;
+  return new EvalfleetError(
+    ErrorCode.Unavailable,
+    canOwn
+      ? `pacer: pool ${JSON.stringify(pool)} has had no live owner for ${waited} and this process could not take it over (is NATS up, with the pacer bucket?); check NATS, or run without the fleet pacer (EVALFLEET_PACER=none)`
+      : `pacer: pool ${JSON.stringify(pool)} has had no live owner for ${waited} and this process may not own pools: start one that does (the gateway, or a task with EVALFLEET_PACER_OWN=1), or run without the fleet pacer (EVALFLEET_PACER=none)`,
+  );
+}
 const GRANT_MEMORY_MS = 30_000;
 
 export class FleetPacer implements Pacer {
@@ -99,10 +114,12 @@ export class FleetPacer implements Pacer {
   private readonly leaseMs: number;
   private readonly heartbeatMs: number;
   private readonly requestTimeoutMs: number;
+  private readonly ownerWaitMs: number;
   private readonly canOwn: boolean;
   private readonly timer: NodeJS.Timeout;
   private closed = false;
   private seq = 0;
+  private readonly owners: TypedKv<typeof PacerOwnerSchema>;
 
   private constructor(
     private readonly opts: FleetPacerOptions,
@@ -113,7 +130,9 @@ export class FleetPacer implements Pacer {
     this.leaseMs = opts.leaseMs ?? 1500;
     this.heartbeatMs = opts.heartbeatMs ?? 250;
     this.requestTimeoutMs = opts.requestTimeoutMs ?? 2000;
+    this.ownerWaitMs = opts.ownerWaitMs ?? 15_000;
     this.canOwn = opts.canOwn ?? true;
+    this.owners = new TypedKv(kv, PacerOwnerSchema, "pacer pool record");
     this.timer = setInterval(() => this.tick(), this.heartbeatMs);
     this.timer.unref();
   }
@@ -133,8 +152,7 @@ export class FleetPacer implements Pacer {
 
   /** The pool's last checkpoint as the KV holds it: limits, pause and settle statistics, from any process. */
   async poolRecord(pool: string): Promise<OwnerRecord | null> {
-    const e = await this.kv.get(StateKeys.pacerPool(pool));
-    return e && e.operation === "PUT" && e.length > 0 ? e.json<OwnerRecord>() : null;
+    return (await this.owners.get(StateKeys.pacerPool(pool)))?.value ?? null;
   }
 
   async admit(req: AdmissionRequest, signal?: AbortSignal): Promise<Admission> {
@@ -142,11 +160,20 @@ export class FleetPacer implements Pacer {
     const cost = estimateCost(req);
     const id = `${this.id}.${++this.seq}`;
     const startMs = this.now();
+    // Since when the pool has had no live owner, as far as this process has seen: never waited on without bound.
+    let ownerlessSince: number | null = null;
     for (;;) {
       if (this.closed) throw new Error("pacer closed");
       if (signal?.aborted) {
         this.send(link, { op: "cancel", id, i: cost.inputTokens, o: cost.outputTokens });
         throw abortError(signal);
+      }
+      if (link.owned || (link.record?.owner && this.now() - link.revSeenMs < this.leaseMs))
+        ownerlessSince = null;
+      else if (ownerlessSince === null) ownerlessSince = this.now();
+      else if (this.now() - ownerlessSince > this.ownerWaitMs) {
+        this.send(link, { op: "cancel", id, i: cost.inputTokens, o: cost.outputTokens });
+        throw noOwner(req.pool, this.ownerWaitMs, this.canOwn);
       }
       if (link.owned) {
         if (await this.admitLocal(link.owned, id, cost, signal)) return this.admission(link, cost, startMs);
@@ -354,13 +381,18 @@ export class FleetPacer implements Pacer {
       this.log.warn({ err, pool: link.name }, "pacer: reading the pool record failed");
       return;
     }
-    const exists = entry !== null && entry.operation === "PUT" && entry.length > 0;
+    const exists = isValue(entry);
     const rev = entry?.revision ?? 0;
     if (rev !== link.rev) {
       link.rev = rev;
       link.revSeenMs = this.now();
     }
-    link.record = exists ? entry!.json<OwnerRecord>() : null;
+    try {
+      link.record = isValue(entry) ? this.owners.decode(entry) : null;
+    } catch (err) {
+      this.log.warn({ err, pool: link.name }, "pacer: the pool record is not one this version reads");
+      return;
+    }
     if (!this.canOwn) return;
     const free = !link.record?.owner;
     const stale = this.now() - link.revSeenMs >= this.leaseMs;
@@ -462,8 +494,8 @@ export class FleetPacer implements Pacer {
       (err: unknown) => {
         owned.beating = false;
         if (link.owned !== owned) return;
-        // 10071: wrong last sequence — another process holds the pool now.
-        if (/10071|wrong last sequence/i.test(String((err as Error)?.message))) {
+        // A stale revision: another process holds the pool now.
+        if (isConflict(err)) {
           this.log.warn({ pool: link.name }, "pacer: pool taken over by another process; stepping down");
           this.stepDown(link, owned);
         } else this.log.warn({ pool: link.name, err }, "pacer: lease renewal failed");

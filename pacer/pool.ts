@@ -1,6 +1,9 @@
 import type { ActualUsage } from "../protocol/pacer.js";
+import type { PoolStatsSnapshot } from "../protocol/state.js";
 import { type Cost, chargedInputTokens, type PoolBucket } from "./bucket.js";
 import type { RateLimitFacts } from "./headers.js";
+
+export type { PoolStatsSnapshot } from "../protocol/state.js";
 
 /** A caller waiting for admission. `grant` is called exactly once, in FIFO order. */
 export interface Waiter {
@@ -13,13 +16,6 @@ export interface Waiter {
 }
 
 /** What the pool has seen settle: the planner's fleet sizing and the shim's output estimate read it. */
-export interface PoolStatsSnapshot {
-  settledCalls: number;
-  inputTokens: number;
-  outputTokens: number;
-  /** p95 of output tokens over the last 500 settled calls, 0 before any. */
-  outputTokensP95: number;
-}
 
 const RING = 500;
 

@@ -3,7 +3,7 @@
 # first patch without pulling ~1 GB over the wire. Built from the manifest gold validation writes.
 #
 # No `required_plugins` block: Debian's packer 1.6.6 (what CI has) rejects it. With packer >= 1.7 run
-# `packer init` against plugins.pkr.hcl.example first.
+# `packer init` with plugins.pkr.hcl.example copied to plugins.pkr.hcl (see that file).
 
 variable "region" {
   type    = string

@@ -1,4 +1,6 @@
+import { createHash } from "node:crypto";
 import { z } from "zod";
+import { MAX_USD } from "./money.js";
 import { nameProblem } from "./names.js";
 
 /**
@@ -12,16 +14,16 @@ const Name = z.string().superRefine((s, ctx) => {
 });
 
 const Usd = z.number().finite().nonnegative();
-/** Money evalfleet holds as integer nano-USD in a JS number: at most about $9M per amount. */
-const MAX_USD = 9_000_000;
 
+/** A price in USD per million tokens: no model costs more than $10,000 per million tokens of anything. */
+const PerMtok = Usd.max(10_000, "must be at most 10000 USD per million tokens");
 /** Prices in USD per million tokens; cache weights are explicit because they differ per model. */
 export const PricesSchema = z.strictObject({
-  input_per_mtok: Usd,
-  output_per_mtok: Usd,
-  cache_read_per_mtok: Usd.optional(),
-  cache_write_per_mtok: Usd.optional(),
-  cache_write_1h_per_mtok: Usd.optional(),
+  input_per_mtok: PerMtok,
+  output_per_mtok: PerMtok,
+  cache_read_per_mtok: PerMtok.optional(),
+  cache_write_per_mtok: PerMtok.optional(),
+  cache_write_1h_per_mtok: PerMtok.optional(),
 });
 export type Prices = z.output<typeof PricesSchema>;
 
@@ -59,6 +61,13 @@ export const ModelSchema = z.strictObject({
 });
 export type ModelSpec = z.output<typeof ModelSchema>;
 
+/** What a timed-out attempt becomes: retried (the seed's rule), or its patch graded like any other. */
+export const TIMEOUT_POLICIES = ["retry", "grade"] as const;
+export type TimeoutPolicy = (typeof TIMEOUT_POLICIES)[number];
+/** How reports count infrastructure failures: apart, out of the resolved rate (default), or as the model's failures. */
+export const INFRA_FAILURE_POLICIES = ["apart", "as_failures"] as const;
+export type InfraFailurePolicy = (typeof INFRA_FAILURE_POLICIES)[number];
+
 export const RunConfigSchema = z
   .strictObject({
     name: Name,
@@ -79,6 +88,34 @@ export const RunConfigSchema = z
     max_turns: z.number().int().min(1).max(10_000).optional(),
     max_cost_usd: z.number().finite().positive().max(MAX_USD, `must be at most ${MAX_USD} USD`).optional(),
     timeout_seconds: z.number().int().min(1).max(86_400).default(1800),
+    /**
+     * A timed-out attempt: `retry` (the seed's rule, the default when absent: retried after 2 s, 4 s, 8 s, then
+     * retry_exhausted) or `grade` (its patch is graded as it stands).
+     */
+    timeout_policy: z.enum(TIMEOUT_POLICIES).optional(),
+    /**
+     * Infrastructure failures (image pull, container start, disk, exhausted 429s, provider spend limits, a task that
+     * never started): `apart` (the default when absent: counted on their own, out of the resolved rate) or
+     * `as_failures` (scored as unresolved, for those who want the stricter figure).
+     */
+    infra_failures: z.enum(INFRA_FAILURE_POLICIES).optional(),
+    /**
+     * Run even though some of the tasks are not gold-validated (`evalfleet validate-env`), or were marked invalid:
+     * `submit --unvalidated`. Stored with the run; every report says so.
+     */
+    unvalidated: z.boolean().optional(),
+    /**
+     * Limits of each attempt's harness container (the container backend): memory (MiB, swap not added), CPUs,
+     * processes and threads (a fork bomb stops there), and the size of its /tmp (MiB, counted in its memory).
+     */
+    sandbox: z
+      .strictObject({
+        memory_mb: z.number().int().min(64).max(1_048_576).default(4096),
+        cpus: z.number().finite().min(0.1).max(256).default(2),
+        pids: z.number().int().min(16).max(1_000_000).default(1024),
+        tmp_mb: z.number().int().min(1).max(1_048_576).default(512),
+      })
+      .prefault({}),
     /** The judge for open_ended tasks: a model from `models` (any role) called under the judge's own key. */
     judge: z.strictObject({ model: Name }).optional(),
   })
@@ -96,6 +133,15 @@ export const RunConfigSchema = z
       });
     };
     dup(cfg.harnesses, "harnesses");
+    cfg.harnesses.forEach((h, i) => {
+      // version pins a harness CLI; these adapters have none (their code is evalfleet's or the run's own command).
+      if (h.version !== undefined && ["command", "reference", "sim"].includes(h.adapter))
+        ctx.addIssue({
+          code: "custom",
+          path: ["harnesses", i, "version"],
+          message: `the ${h.adapter} adapter has no CLI whose version could be pinned; remove version (pin your command's own tools in its settings)`,
+        });
+    });
     dup(cfg.models, "models");
     const seenTasks = new Set<string>();
     cfg.tasks.forEach((t, i) => {
@@ -221,4 +267,24 @@ export type TaskSpec = z.output<typeof TaskSpecSchema>;
 /** True when a multi_phase task has a phase run by a review model. */
 export function hasReviewPhase(task: TaskSpec): boolean {
   return task.track === "multi_phase" && (task.phases ?? []).some((p) => p.model_role === "review");
+}
+
+/** JSON with object keys sorted at every level: the same value always gives the same text. */
+function stableJson(v: unknown): string {
+  if (Array.isArray(v)) return `[${v.map(stableJson).join(",")}]`;
+  if (v !== null && typeof v === "object")
+    return `{${Object.keys(v)
+      .sort()
+      .filter((k) => (v as Record<string, unknown>)[k] !== undefined)
+      .map((k) => `${JSON.stringify(k)}:${stableJson((v as Record<string, unknown>)[k])}`)
+      .join(",")}}`;
+  return JSON.stringify(v) ?? "null";
+}
+
+/**
+ * sha256 of a task spec as validated: gold validation records it, and the planner and the grader compare it with
+ * the task as it is now, so a task edited since its validation is noticed before a run, not after.
+ */
+export function taskSpecHash(task: TaskSpec): string {
+  return createHash("sha256").update(stableJson(task)).digest("hex");
 }

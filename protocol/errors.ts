@@ -16,6 +16,12 @@ export const ErrorCode = {
   Forbidden: "EF_FORBIDDEN",
   Migration: "EF_MIGRATION",
   Internal: "EF_INTERNAL",
+  /** a model neither the run config nor the pinned price data prices */
+  UnknownPrice: "EF_UNKNOWN_PRICE",
+  /** a request asks for something that cannot be priced before it is sent (n > 1, background, server tools) */
+  Unpriceable: "EF_UNPRICEABLE_REQUEST",
+  /** NATS refused a write because JetStream's storage (a stream's cap, or the server's store) is full */
+  StorageFull: "EF_STORAGE_FULL",
 } as const;
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
 
@@ -64,9 +70,32 @@ export class ValidationError extends EvalfleetError {
   }
 }
 
+/**
+ * JetStream's answers for a write that found no room: 10023 insufficient resources (the server's store, or the
+ * account's limit) and 10077 maximum bytes exceeded (a stream at its cap, which discards new). Read from the error's
+ * code, the one place a server answer becomes a typed error here (protocol/ imports no NATS client).
+ */
+const STORAGE_FULL_CODES = new Set([10023, 10077]);
+
+export function isStorageFull(err: unknown): boolean {
+  if (err instanceof EvalfleetError) return err.code === ErrorCode.StorageFull;
+  const e = err as { name?: unknown; code?: unknown } | null;
+  return e?.name === "JetStreamApiError" && typeof e.code === "number" && STORAGE_FULL_CODES.has(e.code);
+}
+
+/** What a process says when JetStream has no room: nothing is lost, and what an operator can do. */
+export function storageFullError(cause: unknown): RetryableError {
+  return new RetryableError(
+    ErrorCode.StorageFull,
+    `JetStream storage is full (${cause instanceof Error ? cause.message : String(cause)}): nothing was written and nothing is lost; work waits and goes on when space returns. Free space on the NATS server's store, prune finished runs sooner (EVALFLEET_PRUNE_AFTER_HOURS), or raise the server's max_file_store / EVALFLEET_STREAM_MAX_BYTES.`,
+    { cause },
+  );
+}
+
 /** Normalise anything thrown at a boundary into an EvalfleetError. */
 export function toEvalfleetError(err: unknown): EvalfleetError {
   if (err instanceof EvalfleetError) return err;
+  if (isStorageFull(err)) return storageFullError(err);
   if (err instanceof Error) return new EvalfleetError(ErrorCode.Internal, err.message, { cause: err });
   return new EvalfleetError(ErrorCode.Internal, String(err));
 }

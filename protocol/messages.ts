@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { COST_MODES, TRACKS } from "./config.js";
+import { COST_MODES, TIMEOUT_POLICIES, TRACKS } from "./config.js";
 
 /**
  * Every message on the wire has a versioned `type`. A consumer that meets a type it does not know rejects it with
@@ -16,7 +16,6 @@ export const MessageTypes = {
   verdict: "evalfleet.judge.verdict.v1",
   control: "evalfleet.control.v1",
   controlReply: "evalfleet.control.reply.v1",
-  jobSpec: "evalfleet.job.spec.v1",
   runProgress: "evalfleet.progress.run.v1",
   cellProgress: "evalfleet.progress.cell.v1",
   heartbeat: "evalfleet.progress.actor.v1",
@@ -38,6 +37,19 @@ export const UsageSchema = z.object({
 });
 export type Usage = z.output<typeof UsageSchema>;
 
+/** No calls, no tokens, no cost: a fresh object each time, so a caller may add to it. */
+export function emptyUsage(): Usage {
+  return {
+    inputTokens: 0,
+    outputTokens: 0,
+    cacheReadTokens: 0,
+    cacheWriteTokens: 0,
+    reasoningTokens: 0,
+    costNanoUsd: 0,
+    calls: 0,
+  };
+}
+
 export const RUN_EVENT_KINDS = [
   "accepted",
   "rejected",
@@ -51,7 +63,15 @@ export const RUN_EVENT_KINDS = [
   "reconcile_flag",
   "cell_failed",
   "poison",
+  "security",
 ] as const;
+
+/**
+ * What a `security` event refused: a result or ledger call for an attempt the dispatcher never claimed, or a blob
+ * reference outside the attempt's own prefix (in a result, a grade job or a judge job).
+ */
+export const SECURITY_CHECKS = ["unclaimed_attempt", "unclaimed_ledger_call", "foreign_blob_ref"] as const;
+export type SecurityCheck = (typeof SECURITY_CHECKS)[number];
 
 /** Something a user should see about a run. Published on events.<run>. */
 export const RunEventSchema = z.object({
@@ -81,6 +101,13 @@ export const CellWorkSchema = z.object({
   /** all-or-nothing budget exemption, decided at plan time from the seed's three rules */
   exempt: z.boolean(),
   costMode: z.enum(COST_MODES),
+  /**
+   * The lowest attempt number this cell may use (a resumed run: one past the highest the database knows), so a cell
+   * whose NATS state was pruned never reuses an earlier attempt's number, ids or blobs. Absent: 0.
+   */
+  firstAttempt: Int.optional(),
+  /** the run's `timeout_policy`: retry a timed-out attempt (the seed's rule; absent = retry) or grade its patch */
+  timeoutPolicy: z.enum(TIMEOUT_POLICIES).optional(),
 });
 export type CellWork = z.output<typeof CellWorkSchema>;
 
@@ -91,6 +118,12 @@ export const ATTEMPT_STATUSES = [
   "MAX_TURNS_EXCEEDED",
   "TIMEOUT",
   "HARNESS_ERROR",
+  /**
+   * The environment, not the model, ended the attempt: infrastructure retries exhausted (a task that never started,
+   * its container or image), the provider's spend limit, or 429s past the shim's retries with nothing to grade.
+   * Counted apart and kept out of the resolved rate.
+   */
+  "INFRA_FAILURE",
 ] as const;
 export type AttemptStatus = (typeof ATTEMPT_STATUSES)[number];
 
@@ -107,6 +140,9 @@ export const PhaseOutcomeSchema = z.object({
   stdout: z.string().default(""),
   stderr: z.string().default(""),
 });
+
+export const SANDBOX_KINDS = ["container", "process", "simulated"] as const;
+export type SandboxKind = (typeof SANDBOX_KINDS)[number];
 
 /** What a harness task publishes when it exits, for any reason. Usage totals are the shim's running totals. */
 export const AttemptResultSchema = z.object({
@@ -131,6 +167,12 @@ export const AttemptResultSchema = z.object({
   latencyMs: Int,
   timeToFirstAttemptMs: Int.nullable().default(null),
   phases: z.array(PhaseOutcomeSchema).default([]),
+  /**
+   * How the harness was isolated: `container` (its own container: no network but its shim, no credentials, its
+   * workdir the only host path), `process` (a plain process on the task's machine: unsandboxed), `simulated`
+   * (the sim backend ran no harness); null when not said (a stand-in result for a task that never reported).
+   */
+  sandbox: z.enum(SANDBOX_KINDS).nullable().optional(),
 });
 export type AttemptResult = z.output<typeof AttemptResultSchema>;
 
@@ -194,6 +236,8 @@ export const GradeResultSchema = z.object({
   /** report.json in the official shape */
   report: z.record(z.string(), z.unknown()),
   imageDigest: z.string().nullable(),
+  /** where it was graded: `docker` (a container from the image pinned by imageDigest) or `local` (a checkout) */
+  grader: z.enum(["docker", "local"]).optional(),
   graderVersion: z.string(),
   cached: z.boolean(),
   error: z.string().nullable(),
@@ -234,23 +278,6 @@ export const ControlSchema = z.object({
 });
 export type Control = z.output<typeof ControlSchema>;
 
-/** What a task fetches by reference from the `jobs` bucket: everything it needs to run one cell. */
-export const JobSpecSchema = z.object({
-  type: z.literal(MessageTypes.jobSpec),
-  work: CellWorkSchema,
-  task: z.record(z.string(), z.unknown()),
-  harness: z.record(z.string(), z.unknown()),
-  model: z.record(z.string(), z.unknown()),
-  reviewModel: z.record(z.string(), z.unknown()).nullable(),
-  caps: z.object({
-    maxTurns: z.number().int().nullable(),
-    budgetNanoUsd: Int.nullable(),
-    timeoutSeconds: z.number().int(),
-  }),
-  taskLibraryPath: z.string(),
-});
-export type JobSpec = z.output<typeof JobSpecSchema>;
-
 export const RUN_PHASES = ["rejected", "planned", "running", "draining", "cancelled", "finished"] as const;
 
 /** The `run.<run>` progress key: the seed's counters plus money. */
@@ -269,12 +296,67 @@ export const RunProgressSchema = z.object({
   totalCostNanoUsd: Int,
   billableCostNanoUsd: Int,
   budgetNanoUsd: Int.nullable(),
+  /** things the plane refused for this run because they were forged (security events); absent = none counted yet */
+  securityEvents: Int.optional(),
+  /**
+   * cells whose attempt the environment ended (image pull, container start, disk, exhausted 429s, provider spend
+   * limits, a task that never started, grading's environment): counted apart, out of the resolved rate
+   */
+  infraFailures: Int.optional(),
+  /** error messages of failed and skipped cells (`cell: error`), oldest first; the CLI shows the first 5 */
+  errors: z.array(z.string()).optional(),
+  /**
+   * The seed's counters (its OrchestratorProgress): completed = cells that passed (exit_class pass), failed = fail or
+   * a kill, skipped = skipped by the budget cap or already completed by an earlier submission. The top-level
+   * completed / failed / skipped count cells by run_state status.
+   */
+  seed: z.object({ completed: Int, failed: Int, skipped: Int }).optional(),
+  /** cells already completed by an earlier submission of this run (the seed counts them as skipped) */
+  alreadyCompleted: Int.optional(),
+  /** of those, the ones that passed (exit_class pass) */
+  alreadyPassed: Int.optional(),
   updatedAt: IsoTime,
   pools: z
     .record(z.string(), z.object({ fleetSize: Int, inputs: z.record(z.string(), z.number()).optional() }))
     .optional(),
 });
 export type RunProgress = z.output<typeof RunProgressSchema>;
+
+/**
+ * A run's progress with nothing counted yet (no cells, no cost, no budget), stamped now; `fields` says which run,
+ * its phase and message, and sets whatever else is already known.
+ */
+export function emptyRunProgress(
+  fields: Pick<RunProgress, "run" | "phase" | "message"> & Partial<RunProgress>,
+): RunProgress {
+  return {
+    type: MessageTypes.runProgress,
+    totalCells: 0,
+    completed: 0,
+    failed: 0,
+    skipped: 0,
+    running: 0,
+    pending: 0,
+    totalCostNanoUsd: 0,
+    billableCostNanoUsd: 0,
+    budgetNanoUsd: null,
+    updatedAt: new Date().toISOString(),
+    ...fields,
+  };
+}
+
+/**
+ * On `attempts.signal.<run>.<cell>.<attempt>` (core NATS): end the attempt's session — the shim's cap
+ * (`budget_exceeded`, `max_turns_exceeded`) or the dispatcher's cancel. The shim adds the figures the cap came from.
+ */
+export const AttemptSignalSchema = z.looseObject({
+  reason: z.string().min(1),
+  /** the subject names the attempt; a body may repeat it */
+  run: z.string().optional(),
+  cellId: z.string().optional(),
+  attempt: Int.optional(),
+});
+export type AttemptSignal = z.output<typeof AttemptSignalSchema>;
 
 /** The `cell.<run>.<cell>` progress key, written by the dispatcher and the shim. */
 export const CellProgressSchema = z.object({
@@ -302,5 +384,7 @@ export const HeartbeatSchema = z.object({
   at: IsoTime,
   handled: Int,
   failed: Int,
+  /** why the actor takes no work just now (JetStream storage full), when it is held up */
+  blocked: z.string().optional(),
 });
 export type Heartbeat = z.output<typeof HeartbeatSchema>;

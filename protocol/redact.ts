@@ -66,12 +66,27 @@ export function redactSecrets(text: string, extraSecrets: readonly string[] = []
 }
 
 /** The values of the secret-bearing variables in `env`: what a process redacts verbatim besides the patterns. */
-export function secretsFromEnv(env: NodeJS.ProcessEnv = process.env): string[] {
+export function secretsFromEnv(env: Readonly<Record<string, string | undefined>>): string[] {
   return ENV_NAMES.map((k) => env[k]).filter((v): v is string => typeof v === "string" && v.length >= 6);
 }
 
+const own = new Set<string>();
+
+/**
+ * Remember this process's own secrets (its settings' secret values, registered by config/ when it loads them),
+ * so every log line and stored error is scrubbed of them verbatim, whatever their shape.
+ */
+export function addOwnSecrets(values: Iterable<string | undefined>): void {
+  for (const v of values) if (typeof v === "string" && v.length >= 6) own.add(v);
+}
+
+/** This process's own secrets, as registered by addOwnSecrets. */
+export function ownSecrets(): string[] {
+  return [...own];
+}
+
 /** `env` without the secret-bearing variables and connection strings: for code evalfleet runs but did not write. */
-export function withoutSecrets(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
+export function withoutSecrets(env: Readonly<Record<string, string | undefined>>): NodeJS.ProcessEnv {
   const out: NodeJS.ProcessEnv = {};
   for (const [k, v] of Object.entries(env))
     if (!ENV_NAMES.includes(k) && !/^(DATABASE_URL|NATS_|EVALFLEET_)/.test(k)) out[k] = v;

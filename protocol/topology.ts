@@ -1,31 +1,19 @@
-import {
-  AckPolicy,
-  DeliverPolicy,
-  DiscardPolicy,
-  JetStreamApiCodes,
-  JetStreamApiError,
-  type JetStreamManager,
-  RetentionPolicy,
-  StorageType,
-  type StreamConfig,
-  type StreamInfo,
-} from "@nats-io/jetstream";
-import { type KV, Kvm } from "@nats-io/kv";
-import { Objm } from "@nats-io/obj";
-import type { NatsConnection } from "@nats-io/transport-node";
-import { ErrorCode, EvalfleetError } from "./errors.js";
-import { Subjects } from "./subjects.js";
+import { RetentionPolicy } from "@nats-io/jetstream";
+import { BlobNames, ProgressKeys, StateKeys, Subjects } from "./subjects.js";
 
 const NS = 1_000_000;
 const SECOND_NS = 1_000 * NS;
-const DAY_NS = 86_400 * SECOND_NS;
 
-/** A stream evalfleet relies on, with the settings that matter for correctness. */
+/**
+ * A stream evalfleet relies on, with the settings that matter for correctness. No stream has an age limit and none
+ * discards old messages: unacked work and unconsumed results stay until they are handled, a finished run's messages
+ * leave when the run is pruned (actors/results-writer/prune.ts), and a stream (or the server's store) that is full
+ * refuses new messages instead of dropping old ones (`discard: new`; the size cap is a setting).
+ */
 export interface StreamDef {
   name: string;
   subjects: string[];
   retention: RetentionPolicy;
-  maxAgeNs: number;
   /** Window in which a repeated Nats-Msg-Id is dropped. */
   duplicateWindowNs: number;
   maxMsgSize: number;
@@ -37,7 +25,6 @@ export const Streams = {
     name: "EF_RUNS",
     subjects: [Subjects.runSubmit],
     retention: RetentionPolicy.Workqueue,
-    maxAgeNs: 7 * DAY_NS,
     duplicateWindowNs: 120 * SECOND_NS,
     maxMsgSize: 1024 * 1024,
   },
@@ -45,7 +32,6 @@ export const Streams = {
     name: "EF_EVENTS",
     subjects: [Subjects.events.all],
     retention: RetentionPolicy.Limits,
-    maxAgeNs: 30 * DAY_NS,
     duplicateWindowNs: 120 * SECOND_NS,
     maxMsgSize: 256 * 1024,
   },
@@ -53,7 +39,6 @@ export const Streams = {
     name: "EF_CELLS",
     subjects: [Subjects.cells.all],
     retention: RetentionPolicy.Workqueue,
-    maxAgeNs: 30 * DAY_NS,
     duplicateWindowNs: 10 * 60 * SECOND_NS,
     maxMsgSize: 256 * 1024,
   },
@@ -61,7 +46,6 @@ export const Streams = {
     name: "EF_ATTEMPTS",
     subjects: [Subjects.attempts.all],
     retention: RetentionPolicy.Limits,
-    maxAgeNs: 30 * DAY_NS,
     duplicateWindowNs: 10 * 60 * SECOND_NS,
     maxMsgSize: 1024 * 1024,
   },
@@ -69,7 +53,6 @@ export const Streams = {
     name: "EF_LEDGER",
     subjects: [Subjects.ledger.all],
     retention: RetentionPolicy.Limits,
-    maxAgeNs: 30 * DAY_NS,
     duplicateWindowNs: 10 * 60 * SECOND_NS,
     maxMsgSize: 64 * 1024,
   },
@@ -77,7 +60,6 @@ export const Streams = {
     name: "EF_GRADE_JOBS",
     subjects: [Subjects.gradeJobs.all],
     retention: RetentionPolicy.Workqueue,
-    maxAgeNs: 30 * DAY_NS,
     duplicateWindowNs: 10 * 60 * SECOND_NS,
     maxMsgSize: 256 * 1024,
   },
@@ -85,7 +67,6 @@ export const Streams = {
     name: "EF_GRADE_RESULTS",
     subjects: [Subjects.gradeResults.all],
     retention: RetentionPolicy.Limits,
-    maxAgeNs: 30 * DAY_NS,
     duplicateWindowNs: 10 * 60 * SECOND_NS,
     maxMsgSize: 1024 * 1024,
   },
@@ -93,7 +74,6 @@ export const Streams = {
     name: "EF_JUDGE_JOBS",
     subjects: [Subjects.judgeJobs.all],
     retention: RetentionPolicy.Workqueue,
-    maxAgeNs: 30 * DAY_NS,
     duplicateWindowNs: 10 * 60 * SECOND_NS,
     maxMsgSize: 256 * 1024,
   },
@@ -101,7 +81,6 @@ export const Streams = {
     name: "EF_JUDGE_RESULTS",
     subjects: [Subjects.judgeResults.all],
     retention: RetentionPolicy.Limits,
-    maxAgeNs: 30 * DAY_NS,
     duplicateWindowNs: 10 * 60 * SECOND_NS,
     maxMsgSize: 256 * 1024,
   },
@@ -123,7 +102,9 @@ export const Consumers = {
     durable: "planner",
     filterSubject: Subjects.runSubmit,
     ackWaitNs: 60 * SECOND_NS,
-    maxDeliver: 5,
+    // Unbounded: a submission that keeps failing for a reason of its own is terminated by the actor (poison after
+    // 5 tries); one held up by a full store or a database outage must wait, not be dropped after 5 deliveries.
+    maxDeliver: -1,
     maxAckPending: 64,
   },
   dispatcher: {
@@ -196,7 +177,10 @@ export const Consumers = {
   },
 } as const satisfies Record<string, ConsumerDef>;
 
-/** A KV bucket. `maxAgeMs` is bucket-level: nats-server 2.9 ignores per-key TTL, so expiry is per bucket. */
+/**
+ * A KV bucket. `maxAgeMs` is bucket-level (nats-server 2.9 ignores per-key TTL): only `progress`, whose values are
+ * live figures rewritten while they matter, expires; every other bucket keeps its keys until their run is pruned.
+ */
 export interface BucketDef {
   name: string;
   history: number;
@@ -221,7 +205,7 @@ export const Buckets = {
   jobs: {
     name: "jobs",
     history: 1,
-    maxAgeMs: 30 * 86_400_000,
+    maxAgeMs: 0,
     description: "job specs handed to tasks by reference",
   },
   control: {
@@ -236,145 +220,38 @@ export const Buckets = {
 export const ObjectStores = { blobs: { name: "blobs", description: "attempt blobs" } } as const;
 
 /**
- * Create every stream, consumer, bucket and object store, idempotently, and check what the server kept: nats-server
- * accepts config fields it does not know and drops them, and an existing bucket keeps its old settings. A mismatch
- * in a setting evalfleet depends on is an error that names the setting, never a silent downgrade.
+ * Everything one run leaves in NATS, by where it is: what pruning a finished run removes (its durable rows stay in
+ * PostgreSQL). Stream subjects as filters for a purge; KV keys (exact, or wildcards) per bucket; the blobs' prefix.
  */
-export async function ensureTopology(nc: NatsConnection, jsm: JetStreamManager): Promise<void> {
-  for (const def of Object.values(Streams)) {
-    const info = await ensureStream(jsm, def);
-    checkStream(def, info);
-  }
-  for (const def of Object.values(Consumers)) {
-    await ensureConsumer(jsm, def);
-  }
-  for (const def of Object.values(Buckets)) await openBucket(nc, def);
-  const objm = new Objm(nc);
-  for (const def of Object.values(ObjectStores)) {
-    await afterConcurrentCreate(() => objm.create(def.name, { description: def.description }));
-  }
-}
-
-/**
- * Open a KV bucket, creating it if missing, and check the settings evalfleet depends on. Safe to call from many
- * processes at once on a fresh server: a create that loses the race to another creator reads the winner's bucket.
- */
-export async function openBucket(nc: NatsConnection, def: BucketDef): Promise<KV> {
-  const kv = await afterConcurrentCreate(() =>
-    new Kvm(nc).create(def.name, { history: def.history, ttl: def.maxAgeMs, description: def.description }),
-  );
-  const status = await kv.status();
-  if (status.history !== def.history || status.ttl !== def.maxAgeMs) {
-    throw new EvalfleetError(
-      ErrorCode.TopologyMismatch,
-      `KV bucket '${def.name}' exists with history=${status.history}, ttl=${status.ttl}ms; evalfleet needs history=${def.history}, ttl=${def.maxAgeMs}ms. Delete the bucket (nats kv del ${def.name}) or point evalfleet at a fresh server.`,
-    );
-  }
-  return kv;
-}
-
-async function ensureStream(jsm: JetStreamManager, def: StreamDef): Promise<StreamInfo> {
-  const want: Partial<StreamConfig> & { name: string } = {
-    name: def.name,
-    subjects: def.subjects,
-    retention: def.retention,
-    storage: StorageType.File,
-    max_age: def.maxAgeNs,
-    duplicate_window: def.duplicateWindowNs,
-    max_msg_size: def.maxMsgSize,
-    discard: DiscardPolicy.Old,
-    num_replicas: streamReplicas(),
+export function runFootprint(run: string): {
+  streams: Array<{ stream: string; filter: string }>;
+  keys: Array<{ bucket: string; filter: string }>;
+  blobPrefix: string;
+} {
+  return {
+    streams: [
+      { stream: Streams.cells.name, filter: Subjects.cells.run(run) },
+      { stream: Streams.attempts.name, filter: Subjects.attempts.run(run) },
+      { stream: Streams.ledger.name, filter: Subjects.ledger.run(run) },
+      { stream: Streams.events.name, filter: Subjects.events.run(run) },
+      { stream: Streams.gradeJobs.name, filter: Subjects.gradeJobs.one(run) },
+      { stream: Streams.gradeResults.name, filter: Subjects.gradeResults.one(run) },
+      { stream: Streams.judgeJobs.name, filter: Subjects.judgeJobs.one(run) },
+      { stream: Streams.judgeResults.name, filter: Subjects.judgeResults.one(run) },
+    ],
+    keys: [
+      { bucket: Buckets.budgets.name, filter: StateKeys.budget(run) },
+      { bucket: Buckets.budgets.name, filter: StateKeys.claimsOfRun(run) },
+      { bucket: Buckets.budgets.name, filter: StateKeys.cellsOfRun(run) },
+      { bucket: Buckets.jobs.name, filter: StateKeys.jobRun(run) },
+      { bucket: Buckets.jobs.name, filter: StateKeys.tasksOfRun(run) },
+      { bucket: Buckets.jobs.name, filter: StateKeys.cellsOfRun(run) },
+      { bucket: Buckets.jobs.name, filter: StateKeys.attemptKeysOfRun(run) },
+      { bucket: Buckets.control.name, filter: StateKeys.control(run) },
+      { bucket: Buckets.progress.name, filter: ProgressKeys.run(run) },
+      { bucket: Buckets.progress.name, filter: ProgressKeys.cellsOfRun(run) },
+      { bucket: Buckets.progress.name, filter: ProgressKeys.poolsOfRun(run) },
+    ],
+    blobPrefix: BlobNames.runPrefix(run),
   };
-  try {
-    return await afterConcurrentCreate(() => jsm.streams.add(want));
-  } catch (err) {
-    // Exists with other settings: update the ones that may change in place.
-    if (!isStreamExists(err)) throw err;
-    try {
-      return await jsm.streams.update(def.name, want);
-    } catch (updateErr) {
-      throw new EvalfleetError(
-        ErrorCode.TopologyMismatch,
-        `stream ${def.name} exists with settings evalfleet cannot change in place (${updateErr instanceof Error ? updateErr.message : String(updateErr)}; evalfleet needs retention=${def.retention}). Delete the stream or use a fresh server.`,
-        { cause: updateErr },
-      );
-    }
-  }
-}
-
-/**
- * Run a create that another process may be running at the same moment. nats-server can answer the loser of that
- * race with "subjects overlap" (10065) although the winner made the very same stream; a second try finds it made.
- */
-async function afterConcurrentCreate<T>(create: () => Promise<T>): Promise<T> {
-  for (let attempt = 1; ; attempt++) {
-    try {
-      return await create();
-    } catch (err) {
-      if (!(err instanceof JetStreamApiError && err.code === 10065) || attempt >= 3) throw err;
-      await new Promise((r) => setTimeout(r, 50 * attempt));
-    }
-  }
-}
-
-/** err_code 10058: a stream with that name exists with a different configuration. */
-function isStreamExists(err: unknown): boolean {
-  return err instanceof JetStreamApiError && err.code === 10058;
-}
-
-/** Replicas per stream: 1 locally, 3 on a cluster (EVALFLEET_STREAM_REPLICAS). */
-export function streamReplicas(): number {
-  const n = Number(process.env.EVALFLEET_STREAM_REPLICAS ?? "1");
-  return Number.isInteger(n) && n >= 1 && n <= 5 ? n : 1;
-}
-
-function checkStream(def: StreamDef, info: StreamInfo): void {
-  const c = info.config;
-  const problems: string[] = [];
-  if (c.retention !== def.retention) problems.push(`retention=${c.retention} (want ${def.retention})`);
-  if (c.duplicate_window !== def.duplicateWindowNs)
-    problems.push(`duplicate_window=${c.duplicate_window} (want ${def.duplicateWindowNs})`);
-  if (c.max_age !== def.maxAgeNs) problems.push(`max_age=${c.max_age} (want ${def.maxAgeNs})`);
-  if (c.max_msg_size !== def.maxMsgSize)
-    problems.push(`max_msg_size=${c.max_msg_size} (want ${def.maxMsgSize})`);
-  const missing = def.subjects.filter((s) => !c.subjects.includes(s));
-  if (missing.length > 0) problems.push(`subjects missing ${missing.join(", ")}`);
-  if (problems.length > 0) {
-    throw new EvalfleetError(
-      ErrorCode.TopologyMismatch,
-      `stream ${def.name} was not created as asked: ${problems.join("; ")}. The server may be too old or the stream was made by hand; delete it or use a fresh server.`,
-    );
-  }
-}
-
-async function ensureConsumer(jsm: JetStreamManager, def: ConsumerDef): Promise<void> {
-  const cfg = {
-    durable_name: def.durable,
-    ack_policy: AckPolicy.Explicit,
-    deliver_policy: DeliverPolicy.All,
-    filter_subject: def.filterSubject,
-    ack_wait: def.ackWaitNs,
-    max_deliver: def.maxDeliver,
-    max_ack_pending: def.maxAckPending,
-  };
-  let info: Awaited<ReturnType<typeof jsm.consumers.info>>;
-  try {
-    info = await jsm.consumers.info(def.stream, def.durable);
-    if (info.config.ack_wait !== def.ackWaitNs || info.config.max_ack_pending !== def.maxAckPending) {
-      info = await jsm.consumers.update(def.stream, def.durable, {
-        ack_wait: def.ackWaitNs,
-        max_ack_pending: def.maxAckPending,
-        max_deliver: def.maxDeliver,
-      });
-    }
-  } catch (err) {
-    if (!(err instanceof JetStreamApiError && err.code === JetStreamApiCodes.ConsumerNotFound)) throw err;
-    info = await jsm.consumers.add(def.stream, cfg);
-  }
-  if (info.config.filter_subject !== def.filterSubject || info.config.ack_policy !== AckPolicy.Explicit) {
-    throw new EvalfleetError(
-      ErrorCode.TopologyMismatch,
-      `consumer ${def.stream}/${def.durable} has filter ${info.config.filter_subject ?? "(none)"}; evalfleet needs ${def.filterSubject} with explicit acks. Delete the consumer and restart.`,
-    );
-  }
 }

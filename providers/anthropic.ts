@@ -1,13 +1,13 @@
 import { errorFromJson, errorFromText } from "./errors.js";
 import type { SseEvent } from "./sse.js";
-import { approxTokens, emptyUsage, int, isRecord, type MeterResult, type TokenUsage } from "./types.js";
+import { approxTokens, emptyTokenUsage, int, isRecord, type MeterResult, type TokenUsage } from "./types.js";
 
 /**
  * Anthropic usage → normalised usage. `input_tokens` is only what follows the last cache breakpoint, so the total
  * input is input + cache_creation + cache_read; cache writes may be split by TTL in `cache_creation`.
  */
 export function anthropicUsage(u: unknown): TokenUsage {
-  const out = emptyUsage();
+  const out = emptyTokenUsage();
   if (!isRecord(u)) return out;
   mergeAnthropicUsage(out, u);
   return out;
@@ -38,7 +38,7 @@ export function anthropicJsonResult(bodyText: string): MeterResult {
     body = JSON.parse(bodyText);
   } catch {
     return {
-      usage: emptyUsage(),
+      usage: emptyTokenUsage(),
       model: undefined,
       complete: false,
       reported: false,
@@ -63,7 +63,7 @@ export function anthropicJsonResult(bodyText: string): MeterResult {
  * content deltas are kept as text and parsed only if the stream is cut and output must be estimated.
  */
 export class AnthropicStreamMeter {
-  private readonly usage = emptyUsage();
+  private readonly usage = emptyTokenUsage();
   private model: string | undefined;
   private started = false;
   private sawDelta = false;
@@ -116,7 +116,7 @@ export class AnthropicStreamMeter {
       const seen = approxTokens(contentBytes(this.deltas));
       usage.outputTokens = this.sawDelta ? Math.max(usage.outputTokens, seen) : seen;
     }
-    if (!this.started) Object.assign(usage, emptyUsage());
+    if (!this.started) Object.assign(usage, emptyTokenUsage());
     return {
       usage,
       model: this.model,

@@ -1,36 +1,39 @@
 import { errorFromJson } from "./errors.js";
 import type { SseEvent } from "./sse.js";
-import { approxTokens, emptyUsage, int, isRecord, type MeterResult, type TokenUsage } from "./types.js";
+import { approxTokens, emptyTokenUsage, int, isRecord, type MeterResult, type TokenUsage } from "./types.js";
+
+/**
+ * OpenAI usage as both its APIs nest it: `<in>_tokens` holds the cached tokens (`<in>_tokens_details.cached_tokens`),
+ * `<out>_tokens` the reasoning ones (`<out>_tokens_details.reasoning_tokens`).
+ */
+function nestedUsage(u: unknown, input: string, output: string): TokenUsage {
+  const out = emptyTokenUsage();
+  if (!isRecord(u)) return out;
+  const inDetails = u[`${input}_tokens_details`];
+  const outDetails = u[`${output}_tokens_details`];
+  out.inputTokens = int(u[`${input}_tokens`]);
+  out.cacheReadTokens = Math.min(int(isRecord(inDetails) ? inDetails.cached_tokens : 0), out.inputTokens);
+  out.outputTokens = int(u[`${output}_tokens`]);
+  out.reasoningTokens = Math.min(
+    int(isRecord(outDetails) ? outDetails.reasoning_tokens : 0),
+    out.outputTokens,
+  );
+  return out;
+}
 
 /** Chat Completions usage: cached tokens are inside prompt_tokens, reasoning inside completion_tokens. */
 export function chatUsage(u: unknown): TokenUsage {
-  const out = emptyUsage();
-  if (!isRecord(u)) return out;
-  const pd = isRecord(u.prompt_tokens_details) ? u.prompt_tokens_details : {};
-  const cd = isRecord(u.completion_tokens_details) ? u.completion_tokens_details : {};
-  out.inputTokens = int(u.prompt_tokens);
-  out.cacheReadTokens = Math.min(int(pd.cached_tokens), out.inputTokens);
-  out.outputTokens = int(u.completion_tokens);
-  out.reasoningTokens = Math.min(int(cd.reasoning_tokens), out.outputTokens);
-  return out;
+  return nestedUsage(u, "prompt", "completion");
 }
 
 /** Responses API usage: the same nesting under input_/output_ names. */
 export function responsesUsage(u: unknown): TokenUsage {
-  const out = emptyUsage();
-  if (!isRecord(u)) return out;
-  const id = isRecord(u.input_tokens_details) ? u.input_tokens_details : {};
-  const od = isRecord(u.output_tokens_details) ? u.output_tokens_details : {};
-  out.inputTokens = int(u.input_tokens);
-  out.cacheReadTokens = Math.min(int(id.cached_tokens), out.inputTokens);
-  out.outputTokens = int(u.output_tokens);
-  out.reasoningTokens = Math.min(int(od.reasoning_tokens), out.outputTokens);
-  return out;
+  return nestedUsage(u, "input", "output");
 }
 
 function failed(): MeterResult {
   return {
-    usage: emptyUsage(),
+    usage: emptyTokenUsage(),
     model: undefined,
     complete: false,
     reported: false,
@@ -72,6 +75,24 @@ function hasUsageObject(data: string): boolean {
 }
 
 /**
+ * What an OpenAI stream meter ends with: the usage the provider reported or, when none came, the output estimated
+ * from the content bytes seen; an error event makes the response incomplete.
+ */
+function streamResult(
+  seen: Pick<MeterResult, "model" | "error" | "sawContent"> & {
+    usage: TokenUsage | undefined;
+    complete: boolean;
+  },
+  outputBytes: () => number,
+): MeterResult {
+  const reported = seen.usage !== undefined;
+  const usage = seen.usage ?? emptyTokenUsage();
+  if (!reported) usage.outputTokens = approxTokens(outputBytes());
+  const { model, error, sawContent } = seen;
+  return { usage, model, complete: seen.complete && !error, reported, error, sawContent };
+}
+
+/**
  * Meters a Chat Completions stream. When the shim added `stream_options.include_usage` itself, the extra usage-only
  * chunk is reported as hidden so the client sees exactly the stream it asked for.
  */
@@ -109,17 +130,8 @@ export class ChatStreamMeter {
   }
 
   result(): MeterResult {
-    const reported = this.usage !== undefined;
-    const usage = this.usage ?? emptyUsage();
-    if (!reported) usage.outputTokens = approxTokens(chatContentBytes(this.chunks));
-    return {
-      usage,
-      model: this.model,
-      complete: this.complete && !this.error,
-      reported,
-      error: this.error,
-      sawContent: this.chunks.length > 0,
-    };
+    const seen = { usage: this.usage, model: this.model, complete: this.complete, error: this.error };
+    return streamResult({ ...seen, sawContent: this.chunks.length > 0 }, () => chatContentBytes(this.chunks));
   }
 }
 
@@ -191,17 +203,8 @@ export class ResponsesStreamMeter {
   }
 
   result(): MeterResult {
-    const reported = this.usage !== undefined;
-    const usage = this.usage ?? emptyUsage();
-    if (!reported) usage.outputTokens = approxTokens(responsesDeltaBytes(this.deltas));
-    return {
-      usage,
-      model: this.model,
-      complete: this.complete && !this.error,
-      reported,
-      error: this.error,
-      sawContent: this.sawContent,
-    };
+    const seen = { usage: this.usage, model: this.model, complete: this.complete, error: this.error };
+    return streamResult({ ...seen, sawContent: this.sawContent }, () => responsesDeltaBytes(this.deltas));
   }
 }
 

@@ -23,7 +23,7 @@ export interface TokenUsage {
   reasoningTokens: number;
 }
 
-export function emptyUsage(): TokenUsage {
+export function emptyTokenUsage(): TokenUsage {
   return {
     inputTokens: 0,
     outputTokens: 0,

@@ -1,6 +1,6 @@
+import { nanoToUsd } from "../protocol/money.js";
 import type { Db } from "./db.js";
 import { quote } from "./migrations/types.js";
-import { nanoToUsd } from "./money.js";
 
 /** PostgreSQL's wire protocol counts bind parameters in an Int16: one statement carries at most 65535. */
 export const MAX_PARAMS = 65535;
@@ -28,6 +28,13 @@ export interface Col<R> {
   column: string;
   kind: Kind;
 }
+
+/** A column of a batched write; the row type comes from the list it stands in (`readonly Col<Row>[]`). */
+export const col = <R>(field: keyof R & string, column: string, kind: Kind): Col<R> => ({
+  field,
+  column,
+  kind,
+});
 
 export function toParam(kind: Kind, v: unknown): unknown {
   if (v === undefined || v === null) return null;

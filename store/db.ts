@@ -1,7 +1,7 @@
 import type { PGlite } from "@electric-sql/pglite";
 import pg from "pg";
+import { type Logger, silentLogger } from "../lib/log.js";
 import { ErrorCode, RetryableError } from "../protocol/errors.js";
-import { type Logger, silentLogger } from "../protocol/log.js";
 
 /**
  * The one database interface every part uses. `pg` and PGlite share `query(text, params)` with $n placeholders,
@@ -188,13 +188,18 @@ async function openPglite(opts: OpenDbOptions): Promise<Db> {
     : await PGlite.create({ parsers, ...(opts.loadDataDir ? { loadDataDir: opts.loadDataDir } : {}) });
 
   // PGlite is one session: a query issued while another caller's transaction is open would run inside it. Every
-  // top-level operation therefore waits its turn on this queue; statements inside a transaction go straight
-  // to the transaction handle.
-  let tail: Promise<unknown> = Promise.resolve();
-  const exclusive = <T>(fn: () => Promise<T>): Promise<T> => {
-    const next = tail.then(fn, fn);
-    tail = next.catch(() => undefined);
-    return next;
+  // top-level operation therefore holds the session gate for its whole length (a socket client served by
+  // servePglite holds the same gate for each of its protocol exchanges); statements inside a transaction go
+  // straight to the transaction handle.
+  const gate = new SessionGate();
+  const exclusive = async <T>(fn: () => Promise<T>): Promise<T> => {
+    const owner = gate.inProcessOwner();
+    await gate.acquire(owner);
+    try {
+      return await fn();
+    } finally {
+      gate.release(owner);
+    }
   };
   const run = async <T>(
     target: Pick<PGlite, "query">,
@@ -212,11 +217,67 @@ async function openPglite(opts: OpenDbOptions): Promise<Db> {
       exclusive(() => lite.transaction((tx) => fn(txDb("pglite", (s, p) => run(tx, s, p))))),
     close: () => exclusive(() => lite.close()),
   };
-  pgliteHandles.set(db, { lite, exclusive });
+  pgliteHandles.set(db, { lite, exclusive, gate });
   return db;
 }
 
-const pgliteHandles = new WeakMap<Db, { lite: PGlite; exclusive: <T>(fn: () => Promise<T>) => Promise<T> }>();
+interface PgliteHandle {
+  lite: PGlite;
+  exclusive: <T>(fn: () => Promise<T>) => Promise<T>;
+  gate: SessionGate;
+}
+
+const pgliteHandles = new WeakMap<Db, PgliteHandle>();
+
+/** The PGlite instance and session gate behind a PGlite Db (for servePglite); undefined for PostgreSQL. */
+export function pgliteHandle(db: Db): PgliteHandle | undefined {
+  return pgliteHandles.get(db);
+}
+
+/**
+ * Who holds PGlite's one session. An owner is an in-process operation (a fresh negative id each) or a socket
+ * client (its handler id, positive); the session passes to waiters first come, first served, and only when its
+ * owner releases it — a socket client keeps it from its first message until the backend is ready for a new
+ * query outside a transaction, so another client's statements can never land inside its exchange.
+ */
+export class SessionGate {
+  private owner: number | null = null;
+  private waiters: Array<{ owner: number; grant: () => void; refuse: (err: Error) => void }> = [];
+  private nextInProcess = 0;
+
+  inProcessOwner(): number {
+    this.nextInProcess -= 1;
+    return this.nextInProcess;
+  }
+
+  get holder(): number | null {
+    return this.owner;
+  }
+
+  /** Resolves once `owner` holds the session (at once if it already does). */
+  acquire(owner: number): Promise<void> {
+    if (this.owner === owner) return Promise.resolve();
+    if (this.owner === null && this.waiters.length === 0) {
+      this.owner = owner;
+      return Promise.resolve();
+    }
+    return new Promise((grant, refuse) => this.waiters.push({ owner, grant, refuse }));
+  }
+
+  release(owner: number): void {
+    if (this.owner !== owner) return;
+    const next = this.waiters.shift();
+    this.owner = next ? next.owner : null;
+    next?.grant();
+  }
+
+  /** Refuse every wait of `owner` (its client went away). */
+  abandon(owner: number, err: Error): void {
+    const mine = this.waiters.filter((w) => w.owner === owner);
+    this.waiters = this.waiters.filter((w) => w.owner !== owner);
+    for (const w of mine) w.refuse(err);
+  }
+}
 
 /**
  * An uncompressed image of a PGlite database (between operations), for openDb({ loadDataDir }). Starting from an

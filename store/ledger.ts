@@ -1,6 +1,6 @@
-import { type Col, insertBatched } from "./batch.js";
+import { nanoToNumber } from "../protocol/money.js";
+import { type Col, col, insertBatched } from "./batch.js";
 import type { Db } from "./db.js";
-import { nanoToNumber } from "./money.js";
 
 /*
  * The per-call ledger: one row per provider call attempt, keyed by call_id, the truth about money. Rows are never
@@ -37,14 +37,7 @@ export interface LedgerCallRow {
   startedAt?: Date | string | null;
 }
 
-type L = LedgerCallRow;
-const col = (field: keyof L & string, column: string, kind: Col<L>["kind"]): Col<L> => ({
-  field,
-  column,
-  kind,
-});
-
-const LEDGER_COLUMNS: readonly Col<L>[] = [
+const LEDGER_COLUMNS: readonly Col<LedgerCallRow>[] = [
   col("callId", "call_id", "text"),
   col("runName", "run_name", "text"),
   col("cellId", "cell_id", "text"),
@@ -142,5 +135,70 @@ export async function ledgerTotals(db: Db, runName: string): Promise<LedgerTotal
     allNanoUsd: nanoToNumber(BigInt(row?.total ?? "0")),
     calls: row?.calls ?? 0,
     voidedCalls: row?.voided ?? 0,
+  };
+}
+
+// ---- fleet sizing's observations (planner/fleet.ts) --------------------------------------------------------
+
+/** Ledger figures for one pool: means per call (tokens as the ledger counts them) and per attempt. */
+export interface PoolObservations {
+  calls: number;
+  attempts: number;
+  /** the pool's provider: decides whether cache reads count toward input tokens per minute */
+  provider: string | null;
+  inputTokensPerCall: number;
+  cacheReadTokensPerCall: number;
+  cacheWriteTokensPerCall: number;
+  outputTokensPerCall: number;
+  latencyP50Ms: number;
+  latencyMeanMs: number;
+  /** mean wall time from an attempt's first call to the end of its last, less its pacer waits */
+  attemptDurationMs: number;
+}
+
+/** Ledger figures for a pool: this run's calls, or (run null) the pool's last day across runs. */
+export async function poolObservations(
+  db: Db,
+  pool: string,
+  run: string | null,
+): Promise<PoolObservations | null> {
+  const scope = run === null ? "created_at > now() - interval '1 day'" : "run_name = $2";
+  const r = await db.query<Record<string, number | string | null>>(
+    `WITH calls AS (
+       SELECT run_name, cell_id, attempt, provider, input_tokens, output_tokens, cache_read_tokens,
+              cache_write_tokens, latency_ms, COALESCE(pacer_wait_ms, 0) AS wait_ms, started_at
+         FROM ledger_calls
+        WHERE pool = $1 AND ${scope} AND status IN ('ok', 'cut') AND latency_ms IS NOT NULL
+        ORDER BY created_at DESC LIMIT 5000
+     ), attempts AS (
+       SELECT GREATEST(sum(latency_ms)::float8,
+                       EXTRACT(EPOCH FROM max(started_at + latency_ms * interval '1 millisecond') - min(started_at))
+                         * 1000 - sum(wait_ms)) AS active_ms
+         FROM calls GROUP BY run_name, cell_id, attempt
+     )
+     SELECT count(*)::int AS calls, max(provider) AS provider,
+            avg(input_tokens)::float8 AS input, avg(output_tokens)::float8 AS output,
+            avg(cache_read_tokens)::float8 AS cache_read, avg(cache_write_tokens)::float8 AS cache_write,
+            percentile_cont(0.5) WITHIN GROUP (ORDER BY latency_ms)::float8 AS p50,
+            avg(latency_ms)::float8 AS mean,
+            (SELECT count(*)::int FROM attempts) AS attempts,
+            (SELECT avg(active_ms)::float8 FROM attempts) AS active_ms
+       FROM calls`,
+    run === null ? [pool] : [pool, run],
+  );
+  const x = r.rows[0];
+  const n = (v: unknown) => Number(v ?? 0);
+  if (!x || n(x.calls) === 0) return null;
+  return {
+    calls: n(x.calls),
+    attempts: n(x.attempts),
+    provider: typeof x.provider === "string" ? x.provider : null,
+    inputTokensPerCall: n(x.input),
+    cacheReadTokensPerCall: n(x.cache_read),
+    cacheWriteTokensPerCall: n(x.cache_write),
+    outputTokensPerCall: n(x.output),
+    latencyP50Ms: n(x.p50),
+    latencyMeanMs: n(x.mean),
+    attemptDurationMs: n(x.active_ms),
   };
 }

@@ -1,15 +1,25 @@
+import { type Logger, silentLogger } from "../lib/log.js";
 import { ErrorCode, EvalfleetError } from "../protocol/errors.js";
-import { type Logger, silentLogger } from "../protocol/log.js";
 import type { Db } from "./db.js";
 import { migration001 } from "./migrations/001_results_core.js";
 import { migration002 } from "./migrations/002_ledger_and_gateway.js";
 import { migration003 } from "./migrations/003_ledger_pool_index.js";
+import { migration004 } from "./migrations/004_money.js";
+import { migration005 } from "./migrations/005_images.js";
+import { migration006 } from "./migrations/006_security_events.js";
 import type { Migration } from "./migrations/types.js";
 
 export type { Migration } from "./migrations/types.js";
 
 /** Every migration, in order. Append only; a released migration is never edited. */
-export const MIGRATIONS: readonly Migration[] = [migration001, migration002, migration003];
+export const MIGRATIONS: readonly Migration[] = [
+  migration001,
+  migration002,
+  migration003,
+  migration004,
+  migration005,
+  migration006,
+];
 
 // pg_advisory_xact_lock key shared by every evalfleet migrator ("evalflt" as ASCII bytes).
 const MIGRATION_LOCK_KEY = "28559133450333300";

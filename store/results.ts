@@ -1,7 +1,8 @@
-import { type Col, chunkRows, insertBatched } from "./batch.js";
+import { nanoToNumber, usdToNano, usdToNanoNumber } from "../protocol/money.js";
+import { GRADE_INFRA_ERROR_CLASS, INFRA_ERROR_CLASS } from "../protocol/retry.js";
+import { type Col, chunkRows, col, insertBatched } from "./batch.js";
 import type { Db } from "./db.js";
 import { quote } from "./migrations/types.js";
-import { nanoToNumber, usdToNano, usdToNanoNumber } from "./money.js";
 
 export * from "./ledger.js";
 
@@ -110,6 +111,14 @@ export async function getCompletedCells(db: Db, runName: string): Promise<Set<st
   return new Set(r.rows.map((x) => x.cell_id));
 }
 
+/** Every stored run config (run_metadata.config_json), newest first. */
+export async function listRunConfigJson(db: Db): Promise<string[]> {
+  const r = await db.query<{ config_json: string }>(
+    "SELECT config_json FROM run_metadata ORDER BY created_at DESC",
+  );
+  return r.rows.map((x) => x.config_json);
+}
+
 /**
  * Sets a cell's status (creating the row if needed). `running` stamps started_at; completed/failed/skipped
  * stamp completed_at. A `completed` cell is never demoted: a late or redelivered `running` after completion is
@@ -138,12 +147,94 @@ export async function setCellStatus(
   return r.rowCount > 0;
 }
 
+/** Cells of the run on this pool not yet final (cell ids begin with `<pool>__`). */
+export async function countOpenCellsOfPool(db: Db, run: string, pool: string): Promise<number> {
+  const prefix = `${pool}__`;
+  const r = await db.query<{ n: number }>(
+    `SELECT count(*)::int AS n FROM run_state
+      WHERE run_name = $1 AND left(cell_id, length($2)) = $2 AND status IN ('pending', 'running')`,
+    [run, prefix],
+  );
+  return Number(r.rows[0]?.n ?? 0);
+}
+
+/** How many cells the run has (run_state rows, any status). */
+export async function countCells(db: Db, runName: string): Promise<number> {
+  const r = await db.query<{ n: number }>("SELECT count(*)::int AS n FROM run_state WHERE run_name = $1", [
+    runName,
+  ]);
+  return Number(r.rows[0]?.n ?? 0);
+}
+
+/** Every cell id of the run, in cell-id order. */
+export async function listCellIds(db: Db, runName: string): Promise<string[]> {
+  const r = await db.query<{ cell_id: string }>(
+    "SELECT cell_id FROM run_state WHERE run_name = $1 ORDER BY cell_id",
+    [runName],
+  );
+  return r.rows.map((x) => x.cell_id);
+}
+
 export async function getCellStatuses(db: Db, runName: string): Promise<Record<CellStatus | string, number>> {
   const r = await db.query<{ status: string; n: number }>(
     "SELECT status, count(*) AS n FROM run_state WHERE run_name = $1 GROUP BY status",
     [runName],
   );
   return Object.fromEntries(r.rows.map((x) => [x.status, x.n]));
+}
+
+/**
+ * The seed's progress counters from the cells' final rows: `pass` cells (exit_class pass), `notPass` cells (fail,
+ * retryable_kill, non_retryable_kill, or failed without a row), `skipped` (budget cap), `awaitingScore` (done but
+ * not graded or judged yet), and the first error messages of failed and skipped cells (`cell: error`).
+ */
+export interface SeedCounts {
+  pass: number;
+  notPass: number;
+  skipped: number;
+  awaitingScore: number;
+  errors: string[];
+}
+
+export async function getSeedCounts(db: Db, runName: string, maxErrors = 20): Promise<SeedCounts> {
+  const counts = await db.query<{ pass: string; not_pass: string; skipped: string; awaiting: string }>(
+    `SELECT count(*) FILTER (WHERE s.status IN ('completed', 'failed') AND r.grade_status IS DISTINCT FROM 'PENDING'
+                               AND r.exit_class = 'pass')::text AS pass,
+            count(*) FILTER (WHERE s.status IN ('completed', 'failed') AND r.grade_status IS DISTINCT FROM 'PENDING'
+                               AND r.exit_class IS DISTINCT FROM 'pass')::text AS not_pass,
+            count(*) FILTER (WHERE s.status = 'skipped')::text AS skipped,
+            count(*) FILTER (WHERE s.status IN ('completed', 'failed') AND r.grade_status = 'PENDING')::text AS awaiting
+       FROM run_state s LEFT JOIN run_results r ON r.run_name = s.run_name AND r.cell_id = s.cell_id
+      WHERE s.run_name = $1`,
+    [runName],
+  );
+  const errors = await db.query<{ cell_id: string; error: string }>(
+    `SELECT cell_id, error FROM run_state
+      WHERE run_name = $1 AND error IS NOT NULL AND error <> '' AND status IN ('failed', 'skipped')
+      ORDER BY completed_at NULLS LAST, cell_id LIMIT $2`,
+    [runName, maxErrors],
+  );
+  const c = counts.rows[0];
+  return {
+    pass: Number(c?.pass ?? 0),
+    notPass: Number(c?.not_pass ?? 0),
+    skipped: Number(c?.skipped ?? 0),
+    awaitingScore: Number(c?.awaiting ?? 0),
+    errors: errors.rows.map((e) => `${e.cell_id}: ${e.error}`),
+  };
+}
+
+/**
+ * Cells whose row is an infrastructure failure (the attempt's or its grade's): counted apart from the model's
+ * outcomes by the progress key, watch, the dashboard and the report.
+ */
+export async function countInfraFailures(db: Db, runName: string): Promise<number> {
+  const r = await db.query<{ n: string }>(
+    `SELECT count(*)::text AS n FROM run_results
+      WHERE run_name = $1 AND (error_class = ANY($2::text[]) OR grade_status = 'INFRA_FAILURE')`,
+    [runName, [INFRA_ERROR_CLASS, GRADE_INFRA_ERROR_CLASS]],
+  );
+  return Number(r.rows[0]?.n ?? 0);
 }
 
 // ---- run_results (one row per cell: the latest attempt) -----------------------------------------------------
@@ -199,56 +290,51 @@ export interface AttemptResultRow {
 }
 
 type AR = AttemptResultRow;
-const c = <R>(field: keyof R & string, column: string, kind: Col<R>["kind"]): Col<R> => ({
-  field,
-  column,
-  kind,
-});
 
 export const ATTEMPT_COLUMNS: readonly Col<AR>[] = [
-  c("runName", "run_name", "text"),
-  c("cellId", "cell_id", "text"),
-  c("attempt", "attempt", "int"),
-  c("harness", "harness", "text"),
-  c("model", "model", "text"),
-  c("taskId", "task_id", "text"),
-  c("track", "track", "text"),
-  c("repeat", "repeat", "int"),
-  c("exitClass", "exit_class", "text"),
-  c("success", "success", "float"),
-  c("errorClass", "error_class", "text"),
-  c("errorMessage", "error_message", "text"),
-  c("inputTokens", "input_tokens", "bigint"),
-  c("outputTokens", "output_tokens", "bigint"),
-  c("cacheReadTokens", "cache_read_tokens", "bigint"),
-  c("cacheWriteTokens", "cache_write_tokens", "bigint"),
-  c("reasoningTokens", "reasoning_tokens", "bigint"),
-  c("totalCostNanoUsd", "total_cost", "usd"),
-  c("latencyMs", "latency_ms", "float"),
-  c("timeToFirstAttemptMs", "time_to_first_attempt_ms", "float"),
-  c("numApiCalls", "num_api_calls", "int"),
-  c("numToolCalls", "num_tool_calls", "int"),
-  c("diff", "diff", "text"),
-  c("testOutput", "test_output", "text"),
-  c("harnessMetadata", "harness_metadata", "jsontext"),
-  c("harnessStdout", "harness_stdout", "text"),
-  c("harnessStderr", "harness_stderr", "text"),
-  c("timestamp", "timestamp", "text"),
-  c("retryCount", "retry_count", "int"),
-  c("costMode", "cost_mode", "text"),
-  c("status", "status", "text"),
-  c("traceId", "trace_id", "text"),
-  c("reviewModel", "review_model", "text"),
-  c("billableCostNanoUsd", "billable_cost", "usd"),
-  c("patchHash", "patch_hash", "text"),
-  c("patchRef", "patch_ref", "text"),
-  c("trajectoryRef", "trajectory_ref", "text"),
-  c("gradeStatus", "grade_status", "text"),
-  c("resolved", "resolved", "bool"),
-  c("gradeReport", "grade_report", "json"),
-  c("gradedAt", "graded_at", "ts"),
-  c("verdictScore", "verdict_score", "float"),
-  c("verdict", "verdict", "json"),
+  col("runName", "run_name", "text"),
+  col("cellId", "cell_id", "text"),
+  col("attempt", "attempt", "int"),
+  col("harness", "harness", "text"),
+  col("model", "model", "text"),
+  col("taskId", "task_id", "text"),
+  col("track", "track", "text"),
+  col("repeat", "repeat", "int"),
+  col("exitClass", "exit_class", "text"),
+  col("success", "success", "float"),
+  col("errorClass", "error_class", "text"),
+  col("errorMessage", "error_message", "text"),
+  col("inputTokens", "input_tokens", "bigint"),
+  col("outputTokens", "output_tokens", "bigint"),
+  col("cacheReadTokens", "cache_read_tokens", "bigint"),
+  col("cacheWriteTokens", "cache_write_tokens", "bigint"),
+  col("reasoningTokens", "reasoning_tokens", "bigint"),
+  col("totalCostNanoUsd", "total_cost", "usd"),
+  col("latencyMs", "latency_ms", "float"),
+  col("timeToFirstAttemptMs", "time_to_first_attempt_ms", "float"),
+  col("numApiCalls", "num_api_calls", "int"),
+  col("numToolCalls", "num_tool_calls", "int"),
+  col("diff", "diff", "text"),
+  col("testOutput", "test_output", "text"),
+  col("harnessMetadata", "harness_metadata", "jsontext"),
+  col("harnessStdout", "harness_stdout", "text"),
+  col("harnessStderr", "harness_stderr", "text"),
+  col("timestamp", "timestamp", "text"),
+  col("retryCount", "retry_count", "int"),
+  col("costMode", "cost_mode", "text"),
+  col("status", "status", "text"),
+  col("traceId", "trace_id", "text"),
+  col("reviewModel", "review_model", "text"),
+  col("billableCostNanoUsd", "billable_cost", "usd"),
+  col("patchHash", "patch_hash", "text"),
+  col("patchRef", "patch_ref", "text"),
+  col("trajectoryRef", "trajectory_ref", "text"),
+  col("gradeStatus", "grade_status", "text"),
+  col("resolved", "resolved", "bool"),
+  col("gradeReport", "grade_report", "json"),
+  col("gradedAt", "graded_at", "ts"),
+  col("verdictScore", "verdict_score", "float"),
+  col("verdict", "verdict", "json"),
 ];
 
 // A newer attempt replaces the whole row (stale grade/verdict fields clear); the same attempt merges, so a
@@ -288,6 +374,15 @@ export async function upsertAttemptResults(db: Db, rows: readonly AttemptResultR
   };
   // A single round manages its own batching (and transaction when it needs several statements).
   return rounds.length === 1 ? write(db) : db.transaction(write);
+}
+
+/** Whether this attempt of the cell has its verdict in run_results already. */
+export async function hasVerdict(db: Db, runName: string, cellId: string, attempt: number): Promise<boolean> {
+  const r = await db.query(
+    "SELECT 1 FROM run_results WHERE run_name = $1 AND cell_id = $2 AND attempt = $3 AND verdict IS NOT NULL",
+    [runName, cellId, attempt],
+  );
+  return r.rowCount > 0;
 }
 
 /** Reads one cell's row back in code shape (money as nano-USD). */
@@ -334,24 +429,24 @@ export interface PhaseResultRow {
 }
 
 const PHASE_COLUMNS: readonly Col<PhaseResultRow>[] = [
-  c("runName", "run_name", "text"),
-  c("cellId", "cell_id", "text"),
-  c("attempt", "attempt", "int"),
-  c("phaseName", "phase_name", "text"),
-  c("traceId", "trace_id", "text"),
-  c("model", "model", "text"),
-  c("modelRole", "model_role", "text"),
-  c("exitCode", "exit_code", "int"),
-  c("durationMs", "duration_ms", "float"),
-  c("timedOut", "timed_out", "int"),
-  c("inputTokens", "input_tokens", "bigint"),
-  c("outputTokens", "output_tokens", "bigint"),
-  c("totalCostNanoUsd", "total_cost", "usd"),
-  c("numApiCalls", "num_api_calls", "int"),
-  c("error", "error", "text"),
-  c("stdout", "stdout", "text"),
-  c("stderr", "stderr", "text"),
-  c("timestamp", "timestamp", "text"),
+  col("runName", "run_name", "text"),
+  col("cellId", "cell_id", "text"),
+  col("attempt", "attempt", "int"),
+  col("phaseName", "phase_name", "text"),
+  col("traceId", "trace_id", "text"),
+  col("model", "model", "text"),
+  col("modelRole", "model_role", "text"),
+  col("exitCode", "exit_code", "int"),
+  col("durationMs", "duration_ms", "float"),
+  col("timedOut", "timed_out", "int"),
+  col("inputTokens", "input_tokens", "bigint"),
+  col("outputTokens", "output_tokens", "bigint"),
+  col("totalCostNanoUsd", "total_cost", "usd"),
+  col("numApiCalls", "num_api_calls", "int"),
+  col("error", "error", "text"),
+  col("stdout", "stdout", "text"),
+  col("stderr", "stderr", "text"),
+  col("timestamp", "timestamp", "text"),
 ];
 
 /**
@@ -398,4 +493,44 @@ export async function getTotalCost(db: Db, runName: string): Promise<number> {
 async function sumUsd(db: Db, sql: string, runName: string): Promise<number> {
   const r = await db.query<{ usd: string }>(sql, [runName]);
   return nanoToNumber(usdToNano(r.rows[0]?.usd ?? "0"));
+}
+
+/** What pruning a run's NATS state waits for: no cell still open, no score awaited, and when the last cell ended. */
+export interface RunActivity {
+  /** cells pending or running */
+  open: number;
+  /** attempts whose grade or verdict is still awaited */
+  awaitingScore: number;
+  /** the latest completed_at of the run's cells (ISO), null when none ended */
+  lastCompletedAt: string | null;
+}
+
+export async function getRunActivity(db: Db, runName: string): Promise<RunActivity> {
+  const r = await db.query<{ open: number; awaiting: number; last: string | null }>(
+    `SELECT (SELECT count(*) FROM run_state WHERE run_name = $1 AND status IN ('pending', 'running'))::int AS open,
+            (SELECT count(*) FROM run_results WHERE run_name = $1 AND grade_status = 'PENDING')::int AS awaiting,
+            (SELECT max(completed_at) FROM run_state WHERE run_name = $1) AS last`,
+    [runName],
+  );
+  const row = r.rows[0];
+  return {
+    open: Number(row?.open ?? 0),
+    awaitingScore: Number(row?.awaiting ?? 0),
+    lastCompletedAt: row?.last ?? null,
+  };
+}
+
+/**
+ * Per cell, the highest attempt number the database knows (its result row or any ledger call). A resumed run's
+ * cells start after it, so a cell whose NATS state was pruned never reuses an old attempt's number.
+ */
+export async function latestKnownAttempts(db: Db, runName: string): Promise<Map<string, number>> {
+  const r = await db.query<{ cell_id: string; n: number }>(
+    `SELECT cell_id, max(n)::int AS n FROM (
+       SELECT cell_id, attempt AS n FROM run_results WHERE run_name = $1
+       UNION ALL SELECT cell_id, max(attempt) FROM ledger_calls WHERE run_name = $1 GROUP BY cell_id) a
+     GROUP BY cell_id`,
+    [runName],
+  );
+  return new Map(r.rows.map((row) => [row.cell_id, Number(row.n)]));
 }

@@ -1,7 +1,7 @@
+import { nanoToNumber } from "../protocol/money.js";
 import { type Col, insertBatched } from "./batch.js";
 import type { Db } from "./db.js";
 import { voidLedgerForTrace } from "./ledger.js";
-import { nanoToNumber } from "./money.js";
 import type { CellStatus } from "./results.js";
 
 /*

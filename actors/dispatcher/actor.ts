@@ -1,4 +1,7 @@
-import type { Logger } from "../../protocol/log.js";
+import type { Logger } from "../../lib/log.js";
+import type { Plane } from "../../plane/connect.js";
+import type { AccountSigner } from "../../plane/nats-auth.js";
+import { MsgIds } from "../../protocol/ids.js";
 import {
   AttemptResultSchema,
   CellWorkSchema,
@@ -11,7 +14,6 @@ import { Consumers } from "../../protocol/topology.js";
 import type { Db } from "../../store/db.js";
 import { getRunMetadata } from "../../store/results.js";
 import { Actor } from "../runtime/actor.js";
-import type { Plane } from "../runtime/connect.js";
 import type { LaunchBackend } from "./backends/types.js";
 import { BudgetBook } from "./book.js";
 import { Claims } from "./claims.js";
@@ -40,6 +42,8 @@ export interface DispatcherOptions {
   /** how often to look for attempts orphaned by a dead replica */
   reapMs?: number;
   capacityPollMs?: number;
+  /** the NATS account's signing key: each attempt's task gets a NATS user of its own (plane/nats-auth.ts) */
+  natsSigner?: AccountSigner;
   /** close the backend when the actor stops (default true) */
   closeBackend?: boolean;
   id?: string;
@@ -72,6 +76,7 @@ export async function startDispatcher(opts: DispatcherOptions): Promise<Actor> {
     alive,
     publishEvent: (ev) => actor.publishEvent(ev),
     ...(opts.retryDelaysMs ? { retryDelaysMs: opts.retryDelaysMs } : {}),
+    ...(opts.natsSigner ? { natsSigner: opts.natsSigner } : {}),
     staleClaimMs: opts.staleClaimMs ?? 30_000,
     capacityPollMs: opts.capacityPollMs ?? 250,
     exitGraceMs: opts.exitGraceMs ?? 1_500,
@@ -101,7 +106,7 @@ export async function startDispatcher(opts: DispatcherOptions): Promise<Actor> {
         message: `${reply.message.replace(/ \d+ running attempt\(s\) here/, " running attempts")} (by ${req.requestedBy})`,
       };
       await plane.js.publish(Subjects.events.run(req.run), JSON.stringify(event), {
-        msgID: `control/${req.run}/${req.verb}/${req.at}`,
+        msgID: MsgIds.controlEvent(req.run, req.verb, req.at),
       });
     },
   );
@@ -112,6 +117,7 @@ export async function startDispatcher(opts: DispatcherOptions): Promise<Actor> {
     def: Consumers.dispatcherAttempts,
     schema: AttemptResultSchema,
     what: "attempt result",
+    subjectOf: (r) => Subjects.attempts.one(r.run, r.cellId, r.attempt),
     concurrency: opts.resultConcurrency ?? 256,
     handle: (d) => dispatcher.handleResult(d),
   });
@@ -159,6 +165,6 @@ export async function startDispatcher(opts: DispatcherOptions): Promise<Actor> {
 async function resubmit(plane: Plane, db: Db, req: Control): Promise<string | null> {
   const meta = await getRunMetadata(db, req.run);
   if (!meta) return `no run named ${req.run} in the results database`;
-  await plane.js.publish(Subjects.runSubmit, meta.configJson, { msgID: `resume/${req.run}/${req.at}` });
+  await plane.js.publish(Subjects.runSubmit, meta.configJson, { msgID: MsgIds.resume(req.run, req.at) });
   return null;
 }

@@ -1,5 +1,7 @@
 import type { KV } from "@nats-io/kv";
-import type { Logger } from "../../protocol/log.js";
+import type { Logger } from "../../lib/log.js";
+import { compareAndSet, TypedKv } from "../../plane/kv.js";
+import { BudgetStateSchema } from "../../protocol/state.js";
 import { StateKeys } from "../../protocol/subjects.js";
 import {
   type AdmitRequest,
@@ -38,11 +40,15 @@ export class BudgetBook {
   private readonly busy = new Set<string>();
   private readonly waiters = new Set<() => void>();
 
+  private readonly states: TypedKv<typeof BudgetStateSchema>;
+
   constructor(
-    private readonly kv: KV,
+    kv: KV,
     private readonly seed: BudgetSeed,
     private readonly log: Logger,
-  ) {}
+  ) {
+    this.states = new TypedKv(kv, BudgetStateSchema, "budget state");
+  }
 
   admit(run: string, op: Omit<AdmitRequest, "kind">): Promise<AdmitResult> {
     return this.enqueue(run, { kind: "admit", ...op }) as Promise<AdmitResult>;
@@ -66,8 +72,7 @@ export class BudgetBook {
   }
 
   async read(run: string): Promise<BudgetState | null> {
-    const e = await this.kv.get(StateKeys.budget(run));
-    return e && e.length > 0 ? (e.json<BudgetState>() as BudgetState) : null;
+    return (await this.states.get(StateKeys.budget(run)))?.value ?? null;
   }
 
   private enqueue(run: string, op: BudgetOp): Promise<BudgetOpResult> {
@@ -102,6 +107,7 @@ export class BudgetBook {
           });
           if (released) for (const w of [...this.waiters]) w();
         } catch (err) {
+          this.log.error({ run, err }, "budget state update failed");
           for (const p of batch) p.reject(err);
         }
       }
@@ -111,46 +117,26 @@ export class BudgetBook {
     }
   }
 
-  private async casApply(run: string, ops: BudgetOp[]): Promise<BudgetOpResult[]> {
-    const key = StateKeys.budget(run);
-    for (let i = 0; i < MAX_CAS_TRIES; i++) {
-      const e = await this.kv.get(key);
-      let state: BudgetState;
-      let revision: number | null;
-      if (e && e.length > 0 && e.operation === "PUT") {
-        state = e.json<BudgetState>();
-        revision = e.revision;
-      } else {
-        const s = await this.seed(run);
-        state = newBudgetState(run, s.budgetNano, s.historicalBillableNano, s.configRev);
-        revision = null;
-      }
-      const running = counts(state);
-      const results = ops.map((op) => applyOp(state, op, running));
-      // Only reads (waits, skips, repeats): decided on a consistent snapshot, nothing to write.
-      if (!running.changed && revision !== null) return results;
-      const body = JSON.stringify(state);
-      try {
-        if (revision === null) await this.kv.create(key, body);
-        else await this.kv.update(key, body, revision);
-        return results;
-      } catch (err) {
-        if (!isConflict(err)) throw err;
-        // Another replica wrote first: re-read and re-apply the whole batch to its state.
-        await new Promise((r) => setTimeout(r, Math.random() * Math.min(50, 2 * (i + 1))));
-      }
-    }
-    this.log.error({ run }, "budget CAS did not converge");
-    throw new Error(
-      `budget state of run ${run}: compare-and-set did not converge after ${MAX_CAS_TRIES} tries`,
+  /** Apply the ops to the run's state in one compare-and-set (re-applied to a fresh read after a conflict). */
+  private casApply(run: string, ops: BudgetOp[]): Promise<BudgetOpResult[]> {
+    return compareAndSet(
+      this.states,
+      StateKeys.budget(run),
+      async (current) => {
+        // Each try decodes a fresh copy, so the ops may change it in place.
+        let state: BudgetState;
+        if (current) state = current.value;
+        else {
+          const s = await this.seed(run);
+          state = newBudgetState(run, s.budgetNano, s.historicalBillableNano, s.configRev);
+        }
+        const running = counts(state);
+        const results = ops.map((op) => applyOp(state, op, running));
+        // Only reads (waits, skips, repeats): decided on a consistent snapshot, nothing to write.
+        if (!running.changed && current) return { result: results };
+        return { write: state, result: results };
+      },
+      { tries: MAX_CAS_TRIES },
     );
   }
-}
-
-/** A wrong-revision update, or a create of a key that exists (JetStream 10071 / 10164). */
-export function isConflict(err: unknown): boolean {
-  const e = err as { code?: unknown; message?: unknown };
-  if (e?.code === 10071 || e?.code === 10164) return true;
-  const msg = typeof e?.message === "string" ? e.message : String(err);
-  return /wrong last sequence|key exists|wrong last msg/i.test(msg);
 }

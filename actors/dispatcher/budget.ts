@@ -4,35 +4,11 @@
  * share one balance without a process lock.
  */
 
-/** A cell that holds a reservation (and a capacity slot) until its final outcome. */
-export interface OpenCell {
-  /** reserved nano-USD (0 for exempt cells) */
-  r: number;
-  /** pool, for per-pool fleet limits */
-  p: string;
-  /** budget-exempt: its actual spend never reduces the balance */
-  x: boolean;
-  /** attempts whose actual cost was already applied (reconcile is idempotent per attempt) */
-  a: number[];
-}
+import type { RunConfig } from "../../protocol/config.js";
+import { nanoToNumber, usdToNano } from "../../protocol/money.js";
+import type { BudgetState } from "../../protocol/state.js";
 
-export interface BudgetState {
-  v: 1;
-  run: string;
-  /** the cap; null when the run sets no budget_usd (nothing is ever skipped) */
-  budgetNano: number | null;
-  /** may go negative: overspend is a debt that is never re-floored */
-  remainingNano: number;
-  /** billable spend already in the results DB when this state was created (a resumed run's debt) */
-  historicalBillableNano: number;
-  /** actual spend reconciled since creation: all cells, and the non-exempt part */
-  totalNano: number;
-  billableNano: number;
-  open: Record<string, OpenCell>;
-  /** revision of the run config (jobs bucket) the cap came from: an older config never moves it back */
-  configRev: number;
-  createdAt: string;
-}
+export type { BudgetState, OpenCell } from "../../protocol/state.js";
 
 export function newBudgetState(
   run: string,
@@ -215,4 +191,17 @@ function reconcile(state: BudgetState, op: ReconcileRequest, running: BatchCount
     remainingNano: state.remainingNano,
     overspent: state.budgetNano !== null && before >= 0 && state.remainingNano < 0,
   };
+}
+
+/**
+ * The seed's estimate rules: an exempt cell reserves 0; else the per-attempt cap (`max_cost_usd`) when set; else
+ * budget_usd / total cells (the real cell count, not the task count). Integer nano-USD.
+ */
+export function estimateNanoUsd(config: RunConfig, exempt: boolean, totalCells: number): number {
+  if (exempt) return 0;
+  if (config.max_cost_usd !== undefined) return nanoToNumber(usdToNano(config.max_cost_usd));
+  if (config.budget_usd === undefined || totalCells === 0) return 0;
+  // Rounded down: n cells of budget / n must all fit (the seed admits every one of $1 / 3 cells); the real cost is
+  // reconciled afterwards, so the estimate need not over-charge.
+  return nanoToNumber(usdToNano(config.budget_usd) / BigInt(totalCells));
 }

@@ -1,49 +1,27 @@
 import type { KV } from "@nats-io/kv";
+import { type Entry, TypedKv } from "../../plane/kv.js";
+import { type CellLaunch, CellLaunchSchema, type Claim, ClaimSchema } from "../../protocol/state.js";
 import { StateKeys } from "../../protocol/subjects.js";
-import { isConflict } from "./book.js";
 
-/** One attempt's claim: created once (a second create fails), so no attempt is ever launched twice. */
-export interface Claim {
-  by: string;
-  /** the cell message (stream sequence) whose generation this attempt belongs to */
-  gen: number;
-  /** first attempt of the generation: retries count from it */
-  base: number;
-  pool: string;
-  at: string;
-  handle?: string;
-  backend?: string;
-  launchedAt?: string;
-}
+export type { CellLaunch, Claim } from "../../protocol/state.js";
 
-/** Per cell: the generation and attempt launched last, and whether the cell reached its final outcome. */
-export interface CellLaunch {
-  gen: number;
-  base: number;
-  latest: number;
-  final: boolean;
-  at: string;
-}
-
+/** Attempt claims and per-cell launch records in the `budgets` bucket (schemas in protocol/state.ts). */
 export class Claims {
-  constructor(private readonly kv: KV) {}
+  private readonly claims: TypedKv<typeof ClaimSchema>;
+  private readonly cells: TypedKv<typeof CellLaunchSchema>;
+
+  constructor(kv: KV) {
+    this.claims = new TypedKv(kv, ClaimSchema, "attempt claim");
+    this.cells = new TypedKv(kv, CellLaunchSchema, "cell launch record");
+  }
 
   async get(run: string, cell: string, attempt: number): Promise<{ claim: Claim; revision: number } | null> {
-    const e = await this.kv.get(StateKeys.claim(run, cell, attempt));
-    return e && e.length > 0 && e.operation === "PUT"
-      ? { claim: e.json<Claim>(), revision: e.revision }
-      : null;
+    return asClaim(await this.claims.get(StateKeys.claim(run, cell, attempt)));
   }
 
   /** True when this caller now owns the attempt; false when someone claimed it first. */
   async create(run: string, cell: string, attempt: number, claim: Claim): Promise<boolean> {
-    try {
-      await this.kv.create(StateKeys.claim(run, cell, attempt), JSON.stringify(claim));
-      return true;
-    } catch (err) {
-      if (isConflict(err)) return false;
-      throw err;
-    }
+    return (await this.claims.create(StateKeys.claim(run, cell, attempt), claim)) !== null;
   }
 
   /** Take over a claim whose owner died before launching (compare-and-set on its revision). */
@@ -54,25 +32,22 @@ export class Claims {
     claim: Claim,
     revision: number,
   ): Promise<boolean> {
-    try {
-      await this.kv.update(StateKeys.claim(run, cell, attempt), JSON.stringify(claim), revision);
-      return true;
-    } catch (err) {
-      if (isConflict(err)) return false;
-      throw err;
-    }
+    return (await this.claims.update(StateKeys.claim(run, cell, attempt), claim, revision)) !== null;
   }
 
   async launched(run: string, cell: string, attempt: number, claim: Claim): Promise<void> {
-    await this.kv.put(StateKeys.claim(run, cell, attempt), JSON.stringify(claim));
+    await this.claims.put(StateKeys.claim(run, cell, attempt), claim);
   }
 
   async cell(run: string, cell: string): Promise<CellLaunch | null> {
-    const e = await this.kv.get(StateKeys.cellLaunch(run, cell));
-    return e && e.length > 0 && e.operation === "PUT" ? e.json<CellLaunch>() : null;
+    return (await this.cells.get(StateKeys.cellLaunch(run, cell)))?.value ?? null;
   }
 
   async setCell(run: string, cell: string, value: CellLaunch): Promise<void> {
-    await this.kv.put(StateKeys.cellLaunch(run, cell), JSON.stringify(value));
+    await this.cells.put(StateKeys.cellLaunch(run, cell), value);
   }
+}
+
+function asClaim(e: Entry<Claim> | null): { claim: Claim; revision: number } | null {
+  return e ? { claim: e.value, revision: e.revision } : null;
 }

@@ -1,9 +1,9 @@
 import type { KV } from "@nats-io/kv";
 import type { NatsConnection, Subscription } from "@nats-io/transport-node";
 import { z } from "zod";
+import type { Logger } from "../../lib/log.js";
 import { decodeJson } from "../../protocol/decode.js";
 import { ErrorCode, EvalfleetError } from "../../protocol/errors.js";
-import type { Logger } from "../../protocol/log.js";
 import { type Control, ControlSchema, MessageTypes } from "../../protocol/messages.js";
 import { type ControlVerb, StateKeys, Subjects } from "../../protocol/subjects.js";
 

@@ -1,22 +1,27 @@
 import { setTimeout as sleep } from "node:timers/promises";
+import type { Logger } from "../../lib/log.js";
+import { Metrics } from "../../lib/metrics.js";
+import type { Plane } from "../../plane/connect.js";
+import type { AccountSigner } from "../../plane/nats-auth.js";
 import { ErrorCode, RetryableError } from "../../protocol/errors.js";
-import type { Logger } from "../../protocol/log.js";
 import {
   type AttemptResult,
   type CellProgress,
   type CellWork,
+  emptyUsage,
   MessageTypes,
   type RunEvent,
 } from "../../protocol/messages.js";
-import { classifyAttempt } from "../../protocol/retry.js";
+import { classifyAttempt, retriesOf } from "../../protocol/retry.js";
 import { ProgressKeys, Subjects } from "../../protocol/subjects.js";
 import type { Db } from "../../store/db.js";
 import type { Delivery } from "../runtime/actor.js";
-import type { Plane } from "../runtime/connect.js";
-import type { JobRef, LaunchBackend, StopClass } from "./backends/types.js";
+import type { JobRef, LaunchBackend, LaunchRef, StopClass } from "./backends/types.js";
 import type { BudgetBook } from "./book.js";
 import type { Claim, Claims } from "./claims.js";
 import type { ControlBoard } from "./control.js";
+import { endAttemptKey, mintAttemptKey } from "./keys.js";
+import { mintAttemptNatsUser } from "./nats-users.js";
 import { makeAttemptResult, publishAttemptResult } from "./results.js";
 import type { RunCache } from "./runs.js";
 import { StatusWriter } from "./status.js";
@@ -38,6 +43,8 @@ export interface DispatcherDeps {
   publishEvent: (ev: Omit<RunEvent, "type" | "at">) => Promise<void>;
   /** overrides the seed's 2 s / 4 s / 8 s (tests) */
   retryDelaysMs?: readonly number[];
+  /** the NATS account's signing key: each attempt's task gets a NATS user of its own (else none: anonymous NATS) */
+  natsSigner?: AccountSigner;
   /** a claim older than this that never launched belongs to a dead replica and is taken over */
   staleClaimMs: number;
   /** how long to wait for capacity before re-reading the shared state */
@@ -94,7 +101,7 @@ export class Dispatcher {
     const { claims } = this.d;
     if (await this.stoppedByControl(w)) return;
     const prev = await claims.cell(w.run, w.cellId);
-    let attempt = 0;
+    let attempt = w.firstAttempt ?? 0;
     if (prev) {
       if (prev.gen === gen) {
         // A redelivered message: the attempt may be launched already, or its claimant may have died first.
@@ -109,7 +116,7 @@ export class Dispatcher {
         return;
       }
       // A resubmission (resume): a fresh attempt number, so its ledger rows never mix with the earlier ones.
-      attempt = prev.latest + 1;
+      attempt = Math.max(prev.latest + 1, attempt);
     }
     const admitted = await this.admit(w, del);
     if (!admitted) return;
@@ -247,7 +254,26 @@ export class Dispatcher {
       // Before the launch, so a fast attempt's final status (the results-writer's) is never overwritten by it.
       await this.status.mark(run, cellId, "running");
       await this.cellProgress(run, cellId, attempt, "running", `launching on ${this.d.backend.name}`);
-      [res] = await this.d.backend.launch([ref], signal);
+      // The attempt's own gateway key, before its task can ask for it.
+      const { config } = await this.d.runs.get(run);
+      await mintAttemptKey(this.d.db, this.d.plane.kv.jobs, config, { run, cellId, attempt });
+      // Its own NATS user, expiring with it: the task gets that and never this process's credential.
+      const nats =
+        this.d.natsSigner && this.d.backend.tasksConnect
+          ? await mintAttemptNatsUser(this.d.natsSigner, this.d.plane.kv.jobs, config, {
+              run,
+              cellId,
+              attempt,
+            })
+          : undefined;
+      const launch: LaunchRef = nats
+        ? { ...ref, natsCredential: { jwt: nats.jwt, seed: nats.seed, creds: nats.creds } }
+        : ref;
+      [res] = await this.d.backend.launch([launch], signal);
+      Metrics.launches.inc({
+        backend: this.d.backend.name,
+        outcome: res?.handle ? "started" : (res?.error?.kind ?? "fatal"),
+      });
       if (res?.handle) {
         this.inflight.set(k, { ref, handle: res.handle, base: claim.base });
         this.rememberLaunch(k, res.handle);
@@ -278,8 +304,8 @@ export class Dispatcher {
 
   /**
    * A task that ended without a result of its own. A retryable infrastructure stop is never the model's failure:
-   * it is retried as INFRA_RETRYABLE. Anything else gets a HARNESS_ERROR result published for it, so the cell
-   * finishes through the same path as every other result.
+   * it is retried as INFRA_RETRYABLE. A task that never started gets an INFRA_FAILURE result, anything else a
+   * HARNESS_ERROR, so the cell finishes through the same path as every other result.
    */
   async noResult(
     ref: JobRef,
@@ -297,24 +323,27 @@ export class Dispatcher {
       stop.kind === "exited"
         ? `task exited with code ${stop.exitCode} without publishing a result`
         : `task could not run: ${stop.reason}`;
+    // A task whose container never ran is the environment's failure, never the model's.
+    const neverStarted = stop.kind === "fatal" && stop.neverStarted;
     await publishAttemptResult(
       this.d.plane.js,
-      makeAttemptResult(ref, "HARNESS_ERROR", {
+      makeAttemptResult(ref, neverStarted ? "INFRA_FAILURE" : "HARNESS_ERROR", {
         exitCode: stop.kind === "exited" ? stop.exitCode : null,
         errorMessage: reason,
         stdout: out?.stdout ?? "",
         stderr: out?.stderr ?? "",
       }),
+      { signal, log: this.d.log },
     );
   }
 
   private async infraRetry(ref: JobRef, base: number, reason: string, signal: AbortSignal): Promise<void> {
-    const cls = classifyAttempt("INFRA_RETRYABLE", ref.attempt - base);
+    const cls = classifyAttempt("INFRA_RETRYABLE", retriesOf(ref.attempt, base));
     if (!cls.retry || this.d.control().state(ref.runName) !== "active") {
       await this.giveUp(ref.runName, ref.cellId, ref.attempt, reason);
       return;
     }
-    await this.delay(cls.retryDelayMs, ref.attempt - base, signal);
+    await this.delay(cls.retryDelayMs, retriesOf(ref.attempt, base), signal);
     const cur = await this.d.claims.get(ref.runName, ref.cellId, ref.attempt);
     await this.launchAttempt(
       ref.runName,
@@ -327,14 +356,24 @@ export class Dispatcher {
     );
   }
 
-  /** Infrastructure retries exhausted (or the run stopped): release the reservation, the cell ends failed. */
+  /**
+   * Infrastructure retries exhausted: the attempt lands as INFRA_FAILURE through the ordinary result path (a row,
+   * counted apart from the model's outcomes, the reservation released when it is handled). A run that stopped
+   * instead: release the reservation, the cell ends failed.
+   */
   async giveUp(run: string, cellId: string, attempt: number, reason: string): Promise<void> {
+    if (this.d.control().state(run) === "active") {
+      await publishAttemptResult(
+        this.d.plane.js,
+        makeAttemptResult({ runName: run, cellId, attempt }, "INFRA_FAILURE", {
+          errorMessage: `infrastructure retries exhausted: ${reason}`,
+        }),
+        { log: this.d.log },
+      );
+      return;
+    }
     await this.d.book.reconcile(run, { cellId, attempt, actualNano: 0, final: true });
-    const error =
-      this.d.control().state(run) === "active"
-        ? `retry_exhausted: infrastructure (${reason})`
-        : this.stopError(run, reason);
-    await this.finish(run, cellId, attempt, "failed", error);
+    await this.finish(run, cellId, attempt, "failed", this.stopError(run, reason));
   }
 
   // ---- attempt results --------------------------------------------------------------------------------------
@@ -348,10 +387,21 @@ export class Dispatcher {
     }
     this.inflight.delete(key(r.run, r.cellId, r.attempt));
     this.rememberResult(key(r.run, r.cellId, r.attempt));
+    // The attempt is over, whatever comes next: its key stops working at the gateway.
+    await endAttemptKey(this.d.db, this.d.plane.kv.jobs, {
+      run: r.run,
+      cellId: r.cellId,
+      attempt: r.attempt,
+    });
     const { base, gen, pool } = c.claim;
     const cell = await this.d.claims.cell(r.run, r.cellId);
     const superseded = cell !== null && cell.latest > r.attempt;
-    const cls = classifyAttempt(r.status, r.attempt - base);
+    // The run's timeout_policy decides whether a TIMEOUT is retried; without its config the seed's rule holds.
+    const timeoutPolicy = await this.d.runs.get(r.run).then(
+      (c) => c.config.timeout_policy,
+      () => undefined,
+    );
+    const cls = classifyAttempt(r.status, retriesOf(r.attempt, base), { timeoutPolicy });
     const state = this.d.control().state(r.run);
     const final = !superseded && (cls.final || state !== "active");
     const rec = await this.d.book.reconcile(r.run, {
@@ -381,7 +431,7 @@ export class Dispatcher {
       return;
     }
     // Retry: the message stays unacked until the next attempt is launched, so a crash here retries the retry.
-    await this.delay(cls.retryDelayMs, r.attempt - base, del.signal, () => del.working());
+    await this.delay(cls.retryDelayMs, retriesOf(r.attempt, base), del.signal, () => del.working());
     if (this.d.control().state(r.run) !== "active") {
       await this.d.book.reconcile(r.run, {
         cellId: r.cellId,
@@ -484,6 +534,8 @@ export class Dispatcher {
       setTimeout(
         () => {
           if (this.resulted.delete(key(f.ref.runName, f.ref.cellId, f.ref.attempt))) return;
+          // Stopped meanwhile: this replica speaks for nothing any more; the next one's reaper finds the attempt.
+          if (signal.aborted) return;
           this.noResult(f.ref, f.base, stop, signal, out).catch((err: unknown) =>
             this.d.log.error(
               { err: String(err), ref: f.ref },
@@ -509,15 +561,7 @@ export class Dispatcher {
       cellId,
       attempt,
       status,
-      usage: {
-        inputTokens: 0,
-        outputTokens: 0,
-        cacheReadTokens: 0,
-        cacheWriteTokens: 0,
-        reasoningTokens: 0,
-        costNanoUsd: 0,
-        calls: 0,
-      },
+      usage: emptyUsage(),
       turns: 0,
       pacerWaitMs: 0,
       updatedAt: new Date().toISOString(),

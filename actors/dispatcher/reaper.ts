@@ -1,10 +1,12 @@
 import type { KV } from "@nats-io/kv";
-import type { Logger } from "../../protocol/log.js";
-import type { Heartbeat } from "../../protocol/messages.js";
-import { classifyAttempt } from "../../protocol/retry.js";
+import type { Logger } from "../../lib/log.js";
+import type { Plane } from "../../plane/connect.js";
+import { TypedKv } from "../../plane/kv.js";
+import { HeartbeatSchema } from "../../protocol/messages.js";
+import { classifyAttempt, retriesOf } from "../../protocol/retry.js";
+import { BudgetStateSchema } from "../../protocol/state.js";
 import { ProgressKeys } from "../../protocol/subjects.js";
 import { Consumers } from "../../protocol/topology.js";
-import type { Plane } from "../runtime/connect.js";
 import { localTaskAlive } from "./backends/local.js";
 import type { LaunchBackend } from "./backends/types.js";
 import type { BudgetBook } from "./book.js";
@@ -14,10 +16,10 @@ import type { Dispatcher } from "./dispatcher.js";
 
 /** A replica is alive while its heartbeat (every 5 s) is fresh and it has not said it stopped. */
 export function livenessCheck(progress: KV, maxAgeMs = 20_000): (id: string) => Promise<boolean> {
+  const heartbeats = new TypedKv(progress, HeartbeatSchema, "heartbeat");
   return async (id) => {
-    const e = await progress.get(ProgressKeys.actor("dispatcher", id)).catch(() => null);
-    if (!e || e.length === 0) return false;
-    const hb = e.json<Heartbeat>();
+    const hb = (await heartbeats.get(ProgressKeys.actor("dispatcher", id)).catch(() => null))?.value;
+    if (!hb) return false;
     return hb.state !== "stopped" && hb.state !== "failed" && Date.now() - Date.parse(hb.at) < maxAgeMs;
   };
 }
@@ -64,10 +66,10 @@ export async function reapOnce(d: ReaperDeps, signal: AbortSignal): Promise<numb
     }
     return v;
   };
+  const budgets = new TypedKv(d.plane.kv.budgets, BudgetStateSchema, "budget state");
   for (const k of runs) {
-    const e = await d.plane.kv.budgets.get(k);
-    if (!e || e.length === 0) continue;
-    const state = e.json<{ run: string; open: Record<string, { p: string }> }>();
+    const state = (await budgets.get(k))?.value;
+    if (!state) continue;
     if (d.control().state(state.run) !== "active") continue;
     for (const [cellId, open] of Object.entries(state.open)) {
       if (signal.aborted || ++looked > (d.maxCells ?? 5_000)) return reaped;
@@ -94,7 +96,7 @@ export async function reapOnce(d: ReaperDeps, signal: AbortSignal): Promise<numb
         reaped++;
         continue;
       }
-      const cls = classifyAttempt("INFRA_RETRYABLE", cell.latest - c.claim.base);
+      const cls = classifyAttempt("INFRA_RETRYABLE", retriesOf(cell.latest, c.claim.base));
       d.log.warn(
         { run: state.run, cellId, attempt: cell.latest, owner: c.claim.by, retry: cls.retry },
         "attempt orphaned by a dead dispatcher",

@@ -1,13 +1,14 @@
 import { type KV, KvWatchInclude } from "@nats-io/kv";
+import { TypedKv } from "../../plane/kv.js";
 import { type RunConfig, RunConfigSchema } from "../../protocol/config.js";
 import { ErrorCode, RetryableError } from "../../protocol/errors.js";
-import type { RunProgress } from "../../protocol/messages.js";
+import { RunProgressSchema } from "../../protocol/messages.js";
+import { nanoToNumber, usdToNano } from "../../protocol/money.js";
 import { ProgressKeys, StateKeys } from "../../protocol/subjects.js";
 import type { Db } from "../../store/db.js";
-import { nanoToNumber, usdToNano } from "../../store/money.js";
-import { getBillableCost } from "../../store/results.js";
+import { countCells, getBillableCost } from "../../store/results.js";
 import { getRunSpend } from "../../store/writer.js";
-import { estimateNanoUsd } from "../planner/matrix.js";
+import { estimateNanoUsd } from "./budget.js";
 
 /** What the dispatcher needs to know about a run to admit its cells. */
 export interface RunContext {
@@ -67,22 +68,16 @@ export class RunCache {
   }
 
   private async load(run: string): Promise<RunContext> {
-    const e = await this.jobs.get(StateKeys.jobRun(run));
-    if (!e || e.length === 0)
-      throw new RetryableError(ErrorCode.NotFound, `run ${run} has no config in the jobs bucket yet`);
-    const config = RunConfigSchema.parse(e.json());
-    const r = await this.db.query<{ n: number }>(
-      "SELECT count(*)::int AS n FROM run_state WHERE run_name = $1",
-      [run],
-    );
-    const totalCells = Number(r.rows[0]?.n ?? 0);
+    const e = await new TypedKv(this.jobs, RunConfigSchema, "run config").get(StateKeys.jobRun(run));
+    if (!e) throw new RetryableError(ErrorCode.NotFound, `run ${run} has no config in the jobs bucket yet`);
+    const config = e.value;
+    const totalCells = await countCells(this.db, run);
     const poolLimits: Record<string, number> = {};
-    const p = await this.progress.get(ProgressKeys.run(run)).catch(() => null);
-    if (p && p.length > 0) {
-      const prog = p.json<Partial<RunProgress>>();
-      for (const [pool, v] of Object.entries(prog.pools ?? {}))
-        if (v.fleetSize > 0) poolLimits[pool] = v.fleetSize;
-    }
+    const prog = await new TypedKv(this.progress, RunProgressSchema, "run progress")
+      .get(ProgressKeys.run(run))
+      .catch(() => null);
+    for (const [pool, v] of Object.entries(prog?.value.pools ?? {}))
+      if (v.fleetSize > 0) poolLimits[pool] = v.fleetSize;
     const budgetNano = config.budget_usd === undefined ? null : nanoToNumber(usdToNano(config.budget_usd));
     return {
       config,

@@ -5,36 +5,50 @@
  * the model's NO.
  */
 import path from "node:path";
-import { type RunConfig, RunConfigSchema, type TaskSpec, TaskSpecSchema } from "../../protocol/config.js";
+import { ContainerRuntime, type Limits } from "../../containers/index.js";
+import { parsePinned } from "../../images/resolve.js";
+import type { Logger } from "../../lib/log.js";
+import { Metrics } from "../../lib/metrics.js";
+import type { Plane } from "../../plane/connect.js";
+import {
+  type RunConfig,
+  RunConfigSchema,
+  type TaskSpec,
+  TaskSpecSchema,
+  taskSpecHash,
+} from "../../protocol/config.js";
 import { decodeJson, encodeJson } from "../../protocol/decode.js";
 import { ErrorCode, EvalfleetError, formatIssues, ValidationError } from "../../protocol/errors.js";
-import type { Logger } from "../../protocol/log.js";
+import { MsgIds } from "../../protocol/ids.js";
 import {
   type GradeJob,
   GradeJobSchema,
   type GradeResult,
   GradeResultSchema,
 } from "../../protocol/messages.js";
-import { redactSecrets, secretsFromEnv } from "../../protocol/redact.js";
+import { ownSecrets, redactSecrets } from "../../protocol/redact.js";
 import { BlobNames, StateKeys, Subjects } from "../../protocol/subjects.js";
 import { Consumers } from "../../protocol/topology.js";
 import type { Db } from "../../store/db.js";
+import { getTaskValidation } from "../../store/grades.js";
 import { Actor, type Delivery } from "../runtime/actor.js";
-import type { Plane } from "../runtime/connect.js";
 import { readJob } from "../runtime/jobs.js";
+import { foreignBlobRef, reportRefusals } from "../runtime/security.js";
 import { gradeCacheKey } from "./backends/cache.js";
 import { createDockerBackend } from "./backends/docker.js";
 import { createGrader, type RetryPolicy } from "./backends/grader.js";
 import { createLocalBackend } from "./backends/local.js";
 import type { GradeBackend, GradeOutcome } from "./backends/types.js";
 import { withFreshCheckout } from "./checkout.js";
-import { DbGradeCache, getTaskValidation } from "./records.js";
+import { type EvalTierOptions, runEvalTierScaler } from "./eval-tier.js";
+import { DbGradeCache } from "./records.js";
 import {
   type BackendKind,
   gradeResultOf,
   infraResult,
   type PreparedJob,
   prepareTaskJob,
+  refusedResult,
 } from "./task-job.js";
 
 export interface GraderSupervisorOptions {
@@ -52,13 +66,26 @@ export interface GraderSupervisorOptions {
   localTimeoutS?: number;
   /** Where a relative task_library_path resolves. */
   baseDir?: string;
-  dockerPath?: string;
-  /** Environment of the graded processes. */
-  env?: NodeJS.ProcessEnv;
+  /** The container runtime docker grades run in (default: connect where DOCKER_HOST or the default socket says). */
+  containers?: ContainerRuntime | (() => Promise<ContainerRuntime>);
+  /** Limits of each grade container (defaults: DEFAULT_GRADE_LIMITS, clamped to the daemon's host). */
+  gradeLimits?: Limits;
+  /**
+   * The environment graded processes start from (this process's, from its settings; secrets are removed), and
+   * where the container runtime is found (DOCKER_HOST, else the default socket).
+   */
+  env: Readonly<Record<string, string | undefined>>;
+  /**
+   * Take grade jobs (default true). False for a replica with no container runtime in a deployment whose eval
+   * workers grade (env.ts): it would only turn every SWE-bench job into an INFRA_FAILURE.
+   */
+  gradeJobs?: boolean;
+  /** Size the eval tier's Auto Scaling group to the grade queue from this replica (eval-tier.ts). */
+  evalTier?: EvalTierOptions;
 }
 
 /** The graded run must not believe it runs inside this process's test runner. */
-function childEnv(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
+function childEnv(env: Readonly<Record<string, string | undefined>>): NodeJS.ProcessEnv {
   const { NODE_TEST_CONTEXT: _inner, ...rest } = env;
   return rest;
 }
@@ -67,12 +94,16 @@ export function buildGraders(
   opts: Omit<GraderSupervisorOptions, "plane" | "db"> & { log: Logger },
   cache: DbGradeCache | undefined,
 ): Record<BackendKind, GradeBackend> {
-  const env = childEnv(opts.env ?? process.env);
+  const env = childEnv(opts.env);
   const local = opts.backends?.local ?? opts.backend ?? createLocalBackend({ env, logger: opts.log });
   const docker =
     opts.backends?.docker ??
     opts.backend ??
-    createDockerBackend({ logger: opts.log, ...(opts.dockerPath ? { dockerPath: opts.dockerPath } : {}) });
+    createDockerBackend({
+      logger: opts.log,
+      runtime: opts.containers ?? (() => ContainerRuntime.connect({ env, logger: opts.log })),
+      ...(opts.gradeLimits ? { limits: opts.gradeLimits } : {}),
+    });
   const common = {
     logger: opts.log,
     ...(opts.retry ? { retry: opts.retry } : {}),
@@ -89,13 +120,19 @@ export async function startGraderSupervisor(opts: GraderSupervisorOptions): Prom
   const cache = new DbGradeCache(opts.db);
   const graders = buildGraders(opts, cache);
   await actor.start();
+  if (opts.evalTier)
+    runEvalTierScaler(actor, opts.plane, opts.evalTier, opts.log.child({ part: "eval-tier" }));
+  if (opts.gradeJobs === false) {
+    opts.log.info("not taking grade jobs here: the eval workers grade (EVALFLEET_GRADE_JOBS=none)");
+    return actor;
+  }
   await actor.consume({
     def: Consumers.graderSupervisor,
     schema: GradeJobSchema,
     what: "grade job",
     concurrency: opts.concurrency ?? 2,
     handle: async (d) => {
-      const result = await gradeOne(opts, graders, cache, d);
+      const result = await gradeOne(opts, graders, cache, d, actor);
       await publishResult(opts.plane, result);
     },
     // A job that keeps failing for a reason nobody can fix still gets a row: INFRA_FAILURE, not silence.
@@ -117,14 +154,15 @@ function keyOf(job: GradeJob): { run: string; cellId: string; attempt: number } 
 }
 
 export async function publishResult(plane: Plane, result: GradeResult): Promise<void> {
-  const error = result.error === null ? null : redactSecrets(result.error, secretsFromEnv());
+  const error = result.error === null ? null : redactSecrets(result.error, ownSecrets());
   await plane.js.publish(
     Subjects.gradeResults.one(result.run),
     encodeJson(GradeResultSchema, { ...result, error }, "grade result"),
     {
-      msgID: `${result.run}/${result.cellId}/${result.attempt}/grade`,
+      msgID: MsgIds.grade(result.run, result.cellId, result.attempt),
     },
   );
+  Metrics.grades.inc({ status: result.status });
 }
 
 /** Grade one job; returns the result to publish. Throws only for retryable trouble (the job is redelivered). */
@@ -133,10 +171,19 @@ export async function gradeOne(
   graders: Record<BackendKind, GradeBackend>,
   cache: DbGradeCache | undefined,
   d: Delivery<GradeJob>,
+  actor: Actor,
 ): Promise<GradeResult> {
   const job = d.value;
   const key = keyOf(job);
   const log = opts.log.child({ run: job.run, cell: job.cellId, attempt: job.attempt, task: job.taskId });
+  // A job naming another attempt's patch (another run's resolved one) is never graded: the attempt did not write it.
+  if (foreignBlobRef(job, [job.patchRef]) !== null) {
+    const message = `grader refused patch ${JSON.stringify(job.patchRef)} for ${job.cellId} attempt ${job.attempt}: not one of the attempt's own blobs`;
+    await reportRefusals({ db: opts.db, actor, log }, [
+      { ...key, check: "foreign_blob_ref", ref: job.patchRef, message },
+    ]);
+    return refusedResult(key, message);
+  }
   let task: TaskSpec | null;
   let config: RunConfig | null;
   try {
@@ -156,9 +203,12 @@ export async function gradeOne(
   try {
     const libraryDir = path.resolve(opts.baseDir ?? process.cwd(), config?.task_library_path ?? ".");
     const validated = await getTaskValidation(opts.db, task.id);
+    // The image gold validation graded this very task in (not an earlier version of it): grade there too.
+    const sameTask = validated?.valid === true && validated.taskHash === taskSpecHash(task);
     prepared = await prepareTaskJob(task, patch, {
       libraryDir,
       validatedDigest: validated?.imageDigest ?? null,
+      image: sameTask ? parsePinned(validated?.imageRef) : null,
       ...(opts.localLogFormat ? { localLogFormat: opts.localLogFormat } : {}),
       ...(opts.localTimeoutS ? { localTimeoutS: opts.localTimeoutS } : {}),
     });
@@ -191,11 +241,22 @@ export async function gradeOne(
     cache?.forget(cacheKey);
   }
   log.info(
-    { backend: prepared.backend, kind: outcome.kind, cached: "cached" in outcome && outcome.cached },
+    {
+      backend: prepared.backend,
+      image: prepared.backend === "docker" ? prepared.job.image : undefined,
+      kind: outcome.kind,
+      cached: "cached" in outcome && outcome.cached,
+    },
     "graded",
   );
   if (outcome.kind === "graded") await saveTestOutput(opts, job, outcome.testOutput, log);
-  return gradeResultOf(key, prepared.job.instance.instance_id, outcome, prepared.imageDigest);
+  return gradeResultOf(
+    key,
+    prepared.job.instance.instance_id,
+    outcome,
+    prepared.imageDigest,
+    prepared.backend,
+  );
 }
 
 async function saveTestOutput(opts: GraderSupervisorOptions, job: GradeJob, output: string, log: Logger) {

@@ -3,12 +3,13 @@
  * Pure apart from hashing a local task's folder; shared by the actor and `evalfleet validate-env`.
  */
 import path from "node:path";
+import { GRADER_VERSION, type GradingInstance, ResolvedStatus } from "../../grading/index.js";
+import { officialImageName } from "../../images/mirror.js";
 import type { TaskSpec } from "../../protocol/config.js";
 import { ErrorCode, ValidationError } from "../../protocol/errors.js";
 import { type GradeResult, MessageTypes } from "../../protocol/messages.js";
 import type { GradeJob, GradeOutcome } from "./backends/types.js";
 import { localTaskDigest } from "./checkout.js";
-import { GRADER_VERSION, type GradingInstance, officialImageName, ResolvedStatus } from "./grading/index.js";
 
 /** The parser a local task's output is read with unless the task names one (`log_format:`). */
 export const DEFAULT_LOCAL_LOG_FORMAT = "pytest";
@@ -31,6 +32,12 @@ export interface PrepareOptions {
   localTimeoutS?: number;
   /** The digest gold validation recorded, for a docker task whose image names none. */
   validatedDigest?: string | null;
+  /**
+   * The image to grade in, pinned by digest, when the task file names none pinned: the image gold validation graded
+   * in (its record), or the one validation resolved (a built image of a folder task, the mirror of a SWE-bench one).
+   * A folder task with one is graded in that container; without, in a checkout on this host.
+   */
+  image?: { name: string; digest: string } | null;
   emptyPatch?: "skip" | "run";
 }
 
@@ -58,6 +65,12 @@ function notGradable(task: TaskSpec, reason: string): ValidationError {
   ]);
 }
 
+/** `name@sha256:…` split, or null when the reference is not pinned by digest. */
+export function pinnedImage(ref: string | undefined): { name: string; digest: string } | null {
+  const m = ref === undefined ? null : /^(.+)@(sha256:[0-9a-f]{64})$/.exec(ref);
+  return m ? { name: m[1] as string, digest: m[2] as string } : null;
+}
+
 export async function prepareTaskJob(
   task: TaskSpec,
   patch: string | null,
@@ -72,6 +85,14 @@ export async function prepareTaskJob(
         ? task.log_format
         : (opts.localLogFormat ?? DEFAULT_LOCAL_LOG_FORMAT);
     const testCmd = task.test_command as string;
+    const pinned = pinnedImage(task.image) ?? opts.image ?? null;
+    if (pinned) {
+      // Built into an instance image by `evalfleet images build`: graded in a container, /testbed at the base
+      // commit the image names.
+      const job: GradeJob = { instance, patch, ...mode, testCmd, logFormat, image: pinned };
+      if (opts.localTimeoutS !== undefined) job.timeoutS = opts.localTimeoutS;
+      return { backend: "docker", job, imageDigest: pinned.digest };
+    }
     const imageDigest = await localTaskDigest(source, {
       testCmd,
       logFormat,
@@ -97,12 +118,23 @@ export async function prepareTaskJob(
   if (!task.repo || !task.base_commit) {
     throw notGradable(task, "needs repo_path + test_command (local) or repo + base_commit (SWE-bench image)");
   }
+  const own = pinnedImage(task.image);
+  if (!own && opts.image) {
+    return {
+      backend: "docker",
+      job: { instance, patch, ...mode, image: opts.image },
+      imageDigest: opts.image.digest,
+    };
+  }
   const ref = task.image ?? officialImageName(instance.instance_id);
   const at = ref.indexOf("@");
   const name = at === -1 ? ref : ref.slice(0, at);
   const digest = at === -1 ? (opts.validatedDigest ?? undefined) : ref.slice(at + 1);
   if (!digest) {
-    throw notGradable(task, `image ${name} is not pinned by digest; run \`evalfleet validate-env\` first`);
+    throw notGradable(
+      task,
+      `image ${name} is not pinned by digest; mirror it (\`evalfleet images mirror\`) and run \`evalfleet validate-env\`, which records the digest it graded in`,
+    );
   }
   return {
     backend: "docker",
@@ -129,11 +161,13 @@ export function gradeResultOf(
   instanceId: string,
   outcome: GradeOutcome,
   imageDigest: string | null,
+  grader?: BackendKind,
 ): GradeResult {
   const base = {
     type: MessageTypes.gradeResult,
     ...key,
     imageDigest,
+    ...(grader ? { grader } : {}),
     graderVersion: GRADER_VERSION,
     gradedAt: new Date().toISOString(),
   } as const;
@@ -166,14 +200,22 @@ export function gradeResultOf(
       error: `${outcome.reason}: ${outcome.detail.slice(-4000)}`,
     };
   }
-  return infraResult(
-    key,
-    `${outcome.failure.kind} after ${outcome.attempts} attempt(s): ${outcome.failure.message}`,
-    imageDigest,
-  );
+  return {
+    ...infraResult(
+      key,
+      `${outcome.failure.kind} after ${outcome.attempts} attempt(s): ${outcome.failure.message}`,
+      imageDigest,
+    ),
+    ...(grader ? { grader } : {}),
+  };
 }
 
 /** INFRA_FAILURE: the attempt is not scored (not the model's failure). */
+/** A grade the grader refused to run (a forged patch reference): not resolved, the attempt's own doing. */
+export function refusedResult(key: ResultKey, error: string): GradeResult {
+  return { ...infraResult(key, error), status: "NO" };
+}
+
 export function infraResult(key: ResultKey, error: string, imageDigest: string | null = null): GradeResult {
   return {
     type: MessageTypes.gradeResult,

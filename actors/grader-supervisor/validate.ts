@@ -1,16 +1,20 @@
 /**
  * Gold validation: before a run, grade each task's gold patch and the empty patch in the environment the run will
  * use. The gold patch must resolve the task and the empty patch must not; otherwise the task measures nothing and
- * is marked invalid (with the reason) so runs leave it out. The digest it was validated on is recorded.
+ * is marked invalid (with the reason), and the planner refuses runs on it. What it was validated in is recorded:
+ * the image (name@digest) and which grader, with a hash of the task as it was, so grading later uses the same
+ * image and a task changed since is not taken as validated.
  */
-import type { TaskSpec } from "../../protocol/config.js";
+
+import type { InstanceReport } from "../../grading/index.js";
+import { prepullManifest } from "../../images/library.js";
+import { type PinnedImage, pinnedRef } from "../../images/resolve.js";
+import { type TaskSpec, taskSpecHash } from "../../protocol/config.js";
 import { ValidationError } from "../../protocol/errors.js";
 import type { Db } from "../../store/db.js";
-import { run } from "./backends/exec.js";
+import { saveTaskValidation } from "../../store/grades.js";
 import type { GradeBackend, GradeOutcome } from "./backends/types.js";
-import type { InstanceReport } from "./grading/index.js";
-import { saveTaskValidation } from "./records.js";
-import { type BackendKind, isLocalTask, type PrepareOptions, prepareTaskJob } from "./task-job.js";
+import { type BackendKind, type PrepareOptions, prepareTaskJob } from "./task-job.js";
 
 export interface ValidationOutcome {
   taskId: string;
@@ -22,13 +26,19 @@ export interface ValidationOutcome {
   /** docker: the image name (validated at imageDigest); the eval-host AMI pre-pulls name@digest. */
   image?: string;
   instanceId?: string;
+  /** taskSpecHash of the task validated */
+  taskHash?: string;
 }
 
-export interface ValidateOptions extends Omit<PrepareOptions, "emptyPatch" | "validatedDigest"> {
+export interface ValidateOptions extends Omit<PrepareOptions, "emptyPatch" | "validatedDigest" | "image"> {
   graders: Record<BackendKind, GradeBackend>;
   signal?: AbortSignal;
-  /** Resolves a docker image's digest when the task pins none (default: `docker image inspect`). */
-  resolveDigest?: (image: string) => Promise<string>;
+  /**
+   * The image a task is graded in when its file pins none: a folder task's built image (null: graded in a checkout
+   * on this host), a SWE-bench task's mirror or its image pulled and pinned. Throws when it cannot be had: the task
+   * is then invalid, the error its reason.
+   */
+  resolveImage?: (task: TaskSpec) => Promise<PinnedImage | null>;
 }
 
 function failingTests(outcome: GradeOutcome, instanceId: string): string {
@@ -48,41 +58,20 @@ function describe(outcome: GradeOutcome, instanceId: string): string {
   return `environment failure (${outcome.failure.kind}) after ${outcome.attempts} attempt(s): ${outcome.failure.message}`;
 }
 
-/** `docker image inspect` → the first repo digest (`sha256:…`), pulling the image first when it is missing. */
-export function dockerDigestResolver(dockerPath = "docker"): (image: string) => Promise<string> {
-  return async (image) => {
-    const inspect = () => run(dockerPath, ["image", "inspect", "--format", "{{json .RepoDigests}}", image]);
-    let r = await inspect();
-    if (r.code !== 0) {
-      const pulled = await run(dockerPath, ["pull", image], { timeoutMs: 1_800_000 });
-      if (pulled.code !== 0) throw new Error(`docker pull ${image} failed: ${pulled.stderr.trim()}`);
-      r = await inspect();
-    }
-    const digests = r.code === 0 ? (JSON.parse(r.stdout.trim() || "[]") as string[]) : [];
-    const digest = digests
-      .map((d) => d.slice(d.indexOf("@") + 1))
-      .find((d) => /^sha256:[0-9a-f]{64}$/.test(d));
-    if (!digest) throw new Error(`image ${image} has no repository digest`);
-    return digest;
-  };
-}
-
 /** Grade the gold and the empty patch of one task; does not write anything. */
 export async function validateTask(task: TaskSpec, opts: ValidateOptions): Promise<ValidationOutcome> {
-  const none = { taskId: task.id, imageDigest: null, backend: null } as const;
+  const none = { taskId: task.id, imageDigest: null, backend: null, taskHash: taskSpecHash(task) } as const;
   if (task.track === "open_ended")
     return { ...none, verdict: "skipped", reason: "open_ended: judged, not graded" };
   if (task.patch.trim() === "") return { ...none, verdict: "invalid", reason: "the task has no gold patch" };
-  let validatedDigest: string | null = null;
+  let image: PinnedImage | null = null;
   try {
-    if (!isLocalTask(task) && task.image !== undefined && !task.image.includes("@")) {
-      validatedDigest = await (opts.resolveDigest ?? dockerDigestResolver())(task.image);
-    }
+    image = (await opts.resolveImage?.(task)) ?? null;
   } catch (err) {
     return { ...none, verdict: "invalid", reason: `environment: ${(err as Error).message}` };
   }
   const signal = opts.signal ?? new AbortController().signal;
-  const prep = { ...opts, emptyPatch: "run" as const, validatedDigest };
+  const prep = { ...opts, emptyPatch: "run" as const, image };
   let gold: Awaited<ReturnType<typeof prepareTaskJob>>;
   try {
     gold = await prepareTaskJob(task, task.patch, prep);
@@ -94,6 +83,7 @@ export async function validateTask(task: TaskSpec, opts: ValidateOptions): Promi
   const id = gold.job.instance.instance_id;
   const at = {
     taskId: task.id,
+    taskHash: none.taskHash,
     imageDigest: gold.imageDigest,
     backend: gold.backend,
     instanceId: id,
@@ -139,6 +129,12 @@ export async function validateAndRecord(
           valid: r.verdict === "valid",
           reason: r.reason,
           imageDigest: r.imageDigest,
+          imageRef:
+            r.backend === "docker" && r.image && r.imageDigest
+              ? pinnedRef({ name: r.image, digest: r.imageDigest })
+              : null,
+          backend: r.backend,
+          taskHash: r.taskHash ?? null,
         });
       }
       opts.onResult?.(r);
@@ -156,12 +152,13 @@ export async function validateAndRecord(
  * pinned by the digest it was validated on.
  */
 export function imageManifest(results: readonly ValidationOutcome[]): {
+  generated_by: string;
   images: Array<{ instance_id: string; image: string }>;
 } {
-  const images = results
-    .filter((r) => r.verdict === "valid" && r.backend === "docker" && r.image && r.imageDigest)
-    .map((r) => ({ instance_id: r.instanceId ?? r.taskId, image: `${r.image}@${r.imageDigest}` }));
-  return { images };
+  return prepullManifest(
+    results
+      .filter((r) => r.verdict === "valid" && r.backend === "docker" && r.image && r.imageDigest)
+      .map((r) => ({ instance_id: r.instanceId ?? r.taskId, image: `${r.image}@${r.imageDigest}` })),
+    "gold validation (evalfleet validate-env)",
+  );
 }
-
-export { getTaskValidation, invalidTaskIds } from "./records.js";

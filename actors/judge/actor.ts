@@ -3,11 +3,13 @@
  * ask the run's judge model (through the gateway, under the judge's own key) to score the work against the task's
  * rubric, and publish a Verdict. Every judge call is billable to the run: one ledger message per call.
  */
-import { randomUUID } from "node:crypto";
-import { type ModelSpec, RunConfigSchema, TaskSpecSchema } from "../../protocol/config.js";
+import type { Logger } from "../../lib/log.js";
+import type { Plane } from "../../plane/connect.js";
+import { type ModelSpec, type RunConfig, RunConfigSchema, TaskSpecSchema } from "../../protocol/config.js";
 import { decodeJson, encodeJson } from "../../protocol/decode.js";
 import { ErrorCode, EvalfleetError, RetryableError, ValidationError } from "../../protocol/errors.js";
-import type { Logger } from "../../protocol/log.js";
+import { AttributionHeaders } from "../../protocol/headers.js";
+import { MsgIds } from "../../protocol/ids.js";
 import {
   CellWorkSchema,
   type JudgeJob,
@@ -18,12 +20,15 @@ import {
   type Verdict,
   VerdictSchema,
 } from "../../protocol/messages.js";
+import { nanoToNumber, usdToNano } from "../../protocol/money.js";
 import { poolId, StateKeys, Subjects } from "../../protocol/subjects.js";
 import { Consumers } from "../../protocol/topology.js";
 import type { Db } from "../../store/db.js";
+import { createJudgeKey } from "../../store/keys.js";
+import { hasVerdict } from "../../store/results.js";
 import { Actor, type Delivery } from "../runtime/actor.js";
-import type { Plane } from "../runtime/connect.js";
 import { readJob } from "../runtime/jobs.js";
+import { foreignBlobRef, reportRefusals } from "../runtime/security.js";
 import { callJudge, type JudgeAttempt, judgeEndpoint, modelId, priceTableFor } from "./call.js";
 import { JUDGE_SYSTEM, judgePrompt, parseVerdict } from "./prompt.js";
 
@@ -33,8 +38,12 @@ export interface JudgeOptions {
   log: Logger;
   /** The gateway (or an Anthropic/OpenAI-compatible upstream), without /v1. */
   gatewayUrl: string;
-  /** The judge's own key: its spend is attributed to the judge, not to a harness. */
-  judgeKey: string;
+  /**
+   * A fixed key for every judge call (a deployment that manages the judge's key itself). Absent: the judge mints a
+   * key of its own per run (kind `judge`, capped at the run's budget, revoked with the run's keys), so no key of the
+   * judge's is ever in a task's environment.
+   */
+  judgeKey?: string;
   maxTokens?: number;
   concurrency?: number;
   /** HTTP attempts per call (rate limits, overload, 5xx). */
@@ -44,11 +53,37 @@ export interface JudgeOptions {
   answerAttempts?: number;
 }
 
-const GATEWAY_CELL = "x-evalfleet-cell";
-const GATEWAY_TRACE = "x-evalfleet-trace";
+/** The judge's key for one run: the configured one, else one minted per run and kept until the run ends. */
+function judgeKeys(opts: JudgeOptions): {
+  get(run: string, config: RunConfig, model: ModelSpec): Promise<string>;
+  forget(run: string): void;
+} {
+  const minted = new Map<string, Promise<string>>();
+  return {
+    get(run, config, model) {
+      if (opts.judgeKey) return Promise.resolve(opts.judgeKey);
+      let k = minted.get(run);
+      if (!k) {
+        k = createJudgeKey(opts.db, {
+          run,
+          models: [modelId(model)],
+          capNanoUsd: config.budget_usd === undefined ? null : nanoToNumber(usdToNano(config.budget_usd)),
+        });
+        k.catch(() => minted.delete(run));
+        if (minted.size > 1024) minted.clear();
+        minted.set(run, k);
+      }
+      return k;
+    },
+    forget(run) {
+      minted.delete(run);
+    },
+  };
+}
 
 export async function startJudge(opts: JudgeOptions): Promise<Actor> {
   const actor = new Actor("judge", opts.plane, opts.log);
+  const keys = judgeKeys(opts);
   await actor.start();
   await actor.consume({
     def: Consumers.judge,
@@ -58,7 +93,7 @@ export async function startJudge(opts: JudgeOptions): Promise<Actor> {
     // Each delivery spends money: give up (with an event) rather than retry a hopeless job for ever.
     maxAttempts: 3,
     handle: async (d) => {
-      await judgeOne(opts, d);
+      await judgeOne(opts, d, actor, keys);
     },
     onPoison: async (raw, _subject, err) => {
       let job: JudgeJob;
@@ -87,11 +122,7 @@ async function readBlob(plane: Plane, ref: string | null): Promise<string | null
 /** True when this attempt's verdict already landed (a redelivery after the ack was lost): do not pay twice. */
 async function alreadyJudged(db: Db, job: JudgeJob): Promise<boolean> {
   try {
-    const r = await db.query(
-      "SELECT 1 FROM run_results WHERE run_name = $1 AND cell_id = $2 AND attempt = $3 AND verdict IS NOT NULL",
-      [job.run, job.cellId, job.attempt],
-    );
-    return r.rowCount > 0;
+    return await hasVerdict(db, job.run, job.cellId, job.attempt);
   } catch {
     return false;
   }
@@ -104,7 +135,12 @@ function fatal(job: JudgeJob, reason: string): ValidationError {
 }
 
 /** Judge one attempt and publish its verdict; returns it (null when it had already landed). */
-export async function judgeOne(opts: JudgeOptions, d: Delivery<JudgeJob>): Promise<Verdict | null> {
+export async function judgeOne(
+  opts: JudgeOptions,
+  d: Delivery<JudgeJob>,
+  actor: Actor,
+  keys: ReturnType<typeof judgeKeys> = judgeKeys(opts),
+): Promise<Verdict | null> {
   const job = d.value;
   const log = opts.log.child({ run: job.run, cell: job.cellId, attempt: job.attempt });
   if (await alreadyJudged(opts.db, job)) {
@@ -120,12 +156,27 @@ export async function judgeOne(opts: JudgeOptions, d: Delivery<JudgeJob>): Promi
   if (!task) throw fatal(job, `task ${job.taskId} is not in the jobs bucket`);
   const cell = await readJob(opts.plane, StateKeys.job(job.run, job.cellId), CellWorkSchema, "cell work");
   const traceId = `${cell?.traceId ?? job.cellId}__judge`;
+  // Only the attempt's own blobs are read: a job naming another attempt's is judged as if they were absent.
+  const own = (ref: string | null) => (foreignBlobRef(job, [ref]) === null ? ref : null);
+  const foreign = [job.trajectoryRef, job.patchRef].filter((r): r is string => r !== null && own(r) === null);
+  await reportRefusals(
+    { db: opts.db, actor, log },
+    foreign.map((ref) => ({
+      run: job.run,
+      cellId: job.cellId,
+      attempt: job.attempt,
+      check: "foreign_blob_ref" as const,
+      ref,
+      message: `judge refused blob ${JSON.stringify(ref)} for ${job.cellId} attempt ${job.attempt}: not one of the attempt's own blobs`,
+    })),
+  );
   const [trajectory, patch] = await Promise.all([
-    readBlob(opts.plane, job.trajectoryRef),
-    readBlob(opts.plane, job.patchRef),
+    readBlob(opts.plane, own(job.trajectoryRef)),
+    readBlob(opts.plane, own(job.patchRef)),
   ]);
 
   const prices = priceTableFor(model);
+  const apiKey = await keys.get(job.run, config, model);
   const user = judgePrompt(task, trajectory, patch);
   let spent = 0;
   let answer: ReturnType<typeof parseVerdict> = null;
@@ -134,12 +185,16 @@ export async function judgeOne(opts: JudgeOptions, d: Delivery<JudgeJob>): Promi
     const attempts = await callJudge(
       {
         baseUrl: opts.gatewayUrl,
-        apiKey: opts.judgeKey,
+        apiKey,
         model,
         system: JUDGE_SYSTEM,
         user,
         maxTokens: opts.maxTokens ?? 1024,
-        headers: { [GATEWAY_CELL]: job.cellId, [GATEWAY_TRACE]: traceId },
+        headers: {
+          [AttributionHeaders.cell]: job.cellId,
+          [AttributionHeaders.trace]: traceId,
+          [AttributionHeaders.attempt]: String(job.attempt),
+        },
         signal: d.signal,
       },
       prices,
@@ -155,6 +210,8 @@ export async function judgeOne(opts: JudgeOptions, d: Delivery<JudgeJob>): Promi
       },
     );
     const last = attempts[attempts.length - 1] as JudgeAttempt;
+    // A run's judge key revoked (its run ended and was resumed): mint a new one on the next delivery.
+    if (last.httpStatus === 401) keys.forget(job.run);
     if (last.status !== "ok") {
       throw new RetryableError(
         ErrorCode.Unavailable,
@@ -186,7 +243,7 @@ export async function judgeOne(opts: JudgeOptions, d: Delivery<JudgeJob>): Promi
     Subjects.judgeResults.one(job.run),
     encodeJson(VerdictSchema, verdict, "verdict"),
     {
-      msgID: `${job.run}/${job.cellId}/${job.attempt}/verdict`,
+      msgID: MsgIds.verdict(job.run, job.cellId, job.attempt),
     },
   );
   log.info({ score: verdict.score, costNanoUsd: spent }, "judged");
@@ -202,7 +259,7 @@ export function ledgerOf(
 ): LedgerCall {
   return {
     type: MessageTypes.ledgerCall,
-    callId: randomUUID(),
+    callId: a.callId,
     run: job.run,
     cellId: job.cellId,
     attempt: job.attempt,
@@ -235,10 +292,10 @@ export function ledgerOf(
 
 async function publishLedger(plane: Plane, call: LedgerCall): Promise<void> {
   await plane.js.publish(
-    Subjects.ledger.one(call.run, call.cellId),
+    Subjects.ledger.one(call.run, call.cellId, call.attempt),
     encodeJson(LedgerCallSchema, call, "ledger call"),
     {
-      msgID: call.callId,
+      msgID: MsgIds.ledgerCall(call.callId),
     },
   );
 }

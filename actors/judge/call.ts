@@ -2,13 +2,15 @@
  * One judge call through the gateway (or any Anthropic / OpenAI compatible upstream) under the judge's own key,
  * metered and priced the way the shim meters a harness's calls.
  */
-import { setTimeout as delay } from "node:timers/promises";
+import { randomUUID } from "node:crypto";
+import { retry } from "../../lib/retry.js";
 import type { ModelSpec } from "../../protocol/config.js";
+import { AttributionHeaders } from "../../protocol/headers.js";
 import { anthropicJsonResult } from "../../providers/anthropic.js";
 import { openaiJsonResult } from "../../providers/openai.js";
-import type { ModelPrice, PriceTable } from "../../providers/pricing.js";
-import { PriceTable as Prices } from "../../providers/pricing.js";
-import { emptyUsage, type TokenUsage } from "../../providers/types.js";
+import type { PriceTable } from "../../providers/pricing.js";
+import { modelPriceTable } from "../../providers/run-prices.js";
+import { emptyTokenUsage, type TokenUsage } from "../../providers/types.js";
 
 export interface JudgeCallRequest {
   baseUrl: string;
@@ -24,6 +26,8 @@ export interface JudgeCallRequest {
 
 /** One HTTP attempt, as the ledger records it. */
 export interface JudgeAttempt {
+  /** sent to the gateway as x-evalfleet-call and kept as the ledger row's id: the two logs match call by call */
+  callId: string;
   status: "ok" | "error" | "rate_limited" | "overloaded";
   httpStatus: number | null;
   usage: TokenUsage;
@@ -37,15 +41,9 @@ export interface JudgeAttempt {
   error: string | null;
 }
 
-/** A model's config prices (USD/Mtok) as a price-table entry; absent → the default table prices it. */
+/** The judge model's config prices over the pinned data. */
 export function priceTableFor(model: ModelSpec): PriceTable {
-  const p = model.prices;
-  if (!p) return new Prices();
-  const entry: Partial<ModelPrice> = { input: p.input_per_mtok, output: p.output_per_mtok };
-  if (p.cache_read_per_mtok !== undefined) entry.cacheRead = p.cache_read_per_mtok;
-  if (p.cache_write_per_mtok !== undefined) entry.cacheWrite5m = p.cache_write_per_mtok;
-  if (p.cache_write_1h_per_mtok !== undefined) entry.cacheWrite1h = p.cache_write_1h_per_mtok;
-  return new Prices({ [modelId(model)]: entry });
+  return modelPriceTable(model);
 }
 
 /** The model id sent on the wire: the alias the gateway maps, else the name. */
@@ -63,10 +61,14 @@ export function judgeEndpoint(model: ModelSpec): "messages" | "chat_completions"
   return endpointOf(model).endpoint;
 }
 
-function requestOf(req: JudgeCallRequest): { url: string; init: RequestInit } {
+function requestOf(req: JudgeCallRequest, callId: string): { url: string; init: RequestInit } {
   const base = req.baseUrl.replace(/\/+$/, "").replace(/\/v1$/, "");
   const id = modelId(req.model);
-  const headers: Record<string, string> = { "content-type": "application/json", ...req.headers };
+  const headers: Record<string, string> = {
+    "content-type": "application/json",
+    ...req.headers,
+    [AttributionHeaders.call]: callId,
+  };
   let body: unknown;
   if (req.model.provider === "openai") {
     headers.authorization = `Bearer ${req.apiKey}`;
@@ -120,7 +122,8 @@ function statusOf(http: number): JudgeAttempt["status"] {
 
 /** One attempt. Network failures are an attempt too (no usage, nothing billed). */
 export async function callOnce(req: JudgeCallRequest, prices: PriceTable): Promise<JudgeAttempt> {
-  const { url, init } = requestOf(req);
+  const callId = randomUUID();
+  const { url, init } = requestOf(req, callId);
   const started = Date.now();
   const startedAt = new Date(started).toISOString();
   const id = modelId(req.model);
@@ -132,9 +135,10 @@ export async function callOnce(req: JudgeCallRequest, prices: PriceTable): Promi
   } catch (err) {
     if (req.signal?.aborted) throw err;
     return {
+      callId,
       status: "error",
       httpStatus: null,
-      usage: emptyUsage(),
+      usage: emptyTokenUsage(),
       servedModel: id,
       costNanoUsd: 0,
       priceVersion: prices.version,
@@ -146,9 +150,10 @@ export async function callOnce(req: JudgeCallRequest, prices: PriceTable): Promi
   }
   const meter =
     req.model.provider === "openai" ? openaiJsonResult(bodyText, "chat") : anthropicJsonResult(bodyText);
-  const priced = prices.cost(id, meter.usage);
+  const priced = prices.cost(id, meter.usage, started);
   const status = statusOf(res.status);
   return {
+    callId,
     status,
     httpStatus: res.status,
     usage: meter.usage,
@@ -181,15 +186,22 @@ export async function callJudge(
   prices: PriceTable,
   opts: RetryOptions = {},
 ): Promise<JudgeAttempt[]> {
-  const max = opts.maxAttempts ?? 3;
-  const base = opts.baseDelayMs ?? 1_000;
   const attempts: JudgeAttempt[] = [];
-  for (let i = 0; i < max; i++) {
-    const a = await callOnce(req, prices);
-    attempts.push(a);
-    await opts.onAttempt?.(a, i);
-    if (!retryable(a) || i === max - 1) break;
-    await delay(base * 2 ** i, undefined, req.signal ? { signal: req.signal } : undefined);
-  }
+  const base = opts.baseDelayMs ?? 1_000;
+  await retry(
+    async (i) => {
+      const a = await callOnce(req, prices);
+      attempts.push(a);
+      await opts.onAttempt?.(a, i);
+      return a;
+    },
+    {
+      tries: opts.maxAttempts ?? 3,
+      baseMs: base,
+      maxMs: 30 * base,
+      retryValue: retryable,
+      ...(req.signal ? { signal: req.signal } : {}),
+    },
+  );
   return attempts;
 }

@@ -1,36 +1,27 @@
-/** Starting the judge from the environment, for `evalfleet actor judge` and the local launcher. */
-import { ErrorCode, ValidationError } from "../../protocol/errors.js";
-import type { Logger } from "../../protocol/log.js";
-import type { Db } from "../../store/db.js";
+/** Starting the judge from its settings, for `evalfleet actor judge` and the local launcher. */
+
 import type { Actor } from "../runtime/actor.js";
-import type { Plane } from "../runtime/connect.js";
-import { type JudgeOptions, startJudge } from "./actor.js";
+import type { ActorContext } from "../runtime/context.js";
+import { startJudge } from "./actor.js";
+
+/** The run name the judge's own gateway keys are recorded under. */
+export const JUDGE_KEY_OWNER = "evalfleet-judge";
 
 /**
- * EVALFLEET_JUDGE_URL (else EVALFLEET_GATEWAY_URL) is where judge calls go; EVALFLEET_JUDGE_KEY is the judge's own
- * key there. Both are required: a judge without its own key would bill someone else's.
+ * The judge calls the gateway its settings name (EVALFLEET_JUDGE_URL, else EVALFLEET_GATEWAY_URL) with its own key:
+ * EVALFLEET_JUDGE_KEY when given (one key for every call), else a key it mints per run in the database it shares
+ * with the gateway (kind `judge`, capped at the run's budget, revoked with the run's keys), so a deployed judge
+ * needs no secret of its own, never bills someone else's key, and no judge key sits in any process's environment.
  */
-export function judgeEnv(
-  env: NodeJS.ProcessEnv = process.env,
-): Pick<JudgeOptions, "gatewayUrl" | "judgeKey"> {
-  const gatewayUrl = env.EVALFLEET_JUDGE_URL ?? env.EVALFLEET_GATEWAY_URL;
-  const judgeKey = env.EVALFLEET_JUDGE_KEY;
-  const issues = [];
-  if (!gatewayUrl)
-    issues.push({
-      path: "EVALFLEET_JUDGE_URL",
-      reason: "set it (or EVALFLEET_GATEWAY_URL) to the gateway URL",
-    });
-  if (!judgeKey)
-    issues.push({ path: "EVALFLEET_JUDGE_KEY", reason: "set it to the judge's own gateway key" });
-  if (!gatewayUrl || !judgeKey)
-    throw new ValidationError(ErrorCode.InvalidConfig, "the judge is not configured", issues);
-  return { gatewayUrl, judgeKey };
-}
-
-export async function startJudgeFromEnv(
-  ctx: { plane: Plane; db: Db; log: Logger },
-  env: NodeJS.ProcessEnv = process.env,
-): Promise<Actor> {
-  return await startJudge({ ...ctx, ...judgeEnv(env) });
+export async function startJudgeFromSettings(ctx: ActorContext): Promise<Actor> {
+  const judge = ctx.settings.judge;
+  if (!judge)
+    throw new Error("startJudgeFromSettings: the judge's settings were not loaded (load the judge role)");
+  return await startJudge({
+    plane: ctx.plane,
+    db: ctx.db,
+    log: ctx.log,
+    gatewayUrl: judge.gatewayUrl,
+    ...(judge.judgeKey !== undefined ? { judgeKey: judge.judgeKey } : {}),
+  });
 }

@@ -1,35 +1,37 @@
 import type { JsMsg } from "@nats-io/jetstream";
 import { z } from "zod";
-import { createRunKey } from "../../gateway-sidecar/keys.js";
+import type { Logger } from "../../lib/log.js";
 import type { PacerPools } from "../../pacer/local.js";
+import type { Plane } from "../../plane/connect.js";
 import type { RunConfig } from "../../protocol/config.js";
 import { ErrorCode, EvalfleetError, formatIssues } from "../../protocol/errors.js";
-import type { Logger } from "../../protocol/log.js";
-import { MessageTypes, type RunProgress } from "../../protocol/messages.js";
+import { emptyRunProgress, MessageTypes } from "../../protocol/messages.js";
+import { nanoToNumber, usdToNano } from "../../protocol/money.js";
 import { ProgressKeys, Subjects } from "../../protocol/subjects.js";
 import { Consumers } from "../../protocol/topology.js";
 import { VERSION } from "../../protocol/version.js";
 import type { Db } from "../../store/db.js";
-import { nanoToNumber, usdToNano } from "../../store/money.js";
+import { getTaskValidations } from "../../store/grades.js";
 import {
   getCompletedCells,
   getRunMetadata,
+  getSeedCounts,
   insertPendingCells,
+  latestKnownAttempts,
   saveRunMetadata,
 } from "../../store/results.js";
-import { invalidTaskIds } from "../grader-supervisor/records.js";
 import { Actor } from "../runtime/actor.js";
-import type { Plane } from "../runtime/connect.js";
 import { type PoolFleet, poolsField, putPoolKeys, sizeRunPool, startFleetResizer } from "./fleet.js";
 import { type Plan, parseSubmission, planRun, Rejection } from "./plan.js";
-import { cellWorkOf, ensureRunKey, publishCells, putRunProgress, writeJobs } from "./publish.js";
+import { cellWorkOf, publishCells, putRunProgress, writeJobs } from "./publish.js";
+import { RESUME_MAY_CHANGE, resumeConflicts } from "./resume.js";
 
 export interface PlannerOptions {
   plane: Plane;
   db: Db;
   log: Logger;
-  /** Where relative task_library_path values resolve (the CLI sends absolute ones). */
-  baseDir?: string;
+  /** Folders task libraries may be read from; a relative task_library_path is looked up under each in order. */
+  libraryRoots: readonly string[];
   /** Called after a run is planned (the gateway makes the run's key here). */
   onPlanned?: (plan: Plan) => Promise<void>;
   /** Re-size the open runs' pools this often (default 15 s; see fleet.ts). */
@@ -83,7 +85,8 @@ export async function handleSubmission(
   let plan: Plan;
   try {
     const config = parseSubmission(data);
-    plan = await planRun(config, opts.baseDir ?? process.cwd(), await invalidTaskIds(opts.db));
+    plan = await planRun(config, opts.libraryRoots, (ids) => getTaskValidations(opts.db, ids));
+    await assertSameRun(opts.db, plan.config);
   } catch (err) {
     if (!(err instanceof Rejection)) throw err;
     await reject(opts, actor, err, seq);
@@ -91,6 +94,27 @@ export async function handleSubmission(
     return { kind: "rejected", run: err.runName, message: err.message };
   }
   return await persistAndPublish(opts, actor, plan, seq);
+}
+
+/**
+ * A resubmission of an existing run's name resumes that run, so its config must be the stored one (budget and
+ * concurrency aside); anything else is refused with every difference, and how to get either outcome.
+ */
+async function assertSameRun(db: Db, config: RunConfig): Promise<void> {
+  const previous = await getRunMetadata(db, config.name);
+  if (!previous) return;
+  const conflicts = resumeConflicts(JSON.parse(previous.configJson) as RunConfig, config);
+  if (conflicts.length === 0) return;
+  const may = [...RESUME_MAY_CHANGE].join(" and ");
+  throw new Rejection(
+    config.name,
+    `run ${config.name} already exists with a different config (${conflicts.length} difference${conflicts.length === 1 ? "" : "s"}, listed below). ` +
+      `Submitting its name again resumes that run, which may change only ${may}. To resume it, submit its stored ` +
+      `config (\`evalfleet resume ${config.name}\`); to run this config, give it a new name (\`name:\` in the run ` +
+      "file, or `evalfleet submit FILE --name NEW`).",
+    conflicts,
+    ErrorCode.Conflict,
+  );
 }
 
 async function reject(opts: PlannerOptions, actor: Actor, err: Rejection, seq: number): Promise<void> {
@@ -117,21 +141,15 @@ async function reject(opts: PlannerOptions, actor: Actor, err: Rejection, seq: n
   // A rejected resubmission must not overwrite a live run's progress; its event is enough.
   const existing = await getRunMetadata(opts.db, run);
   if (existing) return;
-  await putRunProgress(opts.plane.kv.progress, {
-    run,
-    phase: "rejected",
-    message: `${message}\n${formatIssues(err.issues)}`,
-    issues: err.issues,
-    totalCells: 0,
-    completed: 0,
-    failed: 0,
-    skipped: 0,
-    running: 0,
-    pending: 0,
-    totalCostNanoUsd: 0,
-    billableCostNanoUsd: 0,
-    budgetNanoUsd: null,
-  });
+  await putRunProgress(
+    opts.plane.kv.progress,
+    emptyRunProgress({
+      run,
+      phase: "rejected",
+      message: `${message}\n${formatIssues(err.issues)}`,
+      issues: err.issues,
+    }),
+  );
 }
 
 async function persistAndPublish(
@@ -144,11 +162,6 @@ async function persistAndPublish(
   const run = config.name;
   const log = opts.log.child({ run });
   const previous = await getRunMetadata(opts.db, run);
-  if (previous) {
-    const was = JSON.parse(previous.configJson) as RunConfig;
-    if (JSON.stringify(was) !== JSON.stringify(config))
-      log.warn("resubmitted run has a different config; the new one is used for incomplete cells");
-  }
   await opts.db.transaction(async (tx) => {
     await saveRunMetadata(tx, {
       runName: run,
@@ -159,33 +172,45 @@ async function persistAndPublish(
     await insertPendingCells(tx, run, cells);
   });
   const completed = await getCompletedCells(opts.db, run);
-  const work = cells.filter((c) => !completed.has(c.cellId)).map((c) => cellWorkOf(run, c));
+  // The seed counts cells an earlier submission completed as skipped; the progress writer keeps them apart.
+  const alreadyPassed = completed.size === 0 ? 0 : (await getSeedCounts(opts.db, run)).pass;
+  // A resumed cell starts after every attempt the database knows: its NATS state may have been pruned since.
+  const known = previous ? await latestKnownAttempts(opts.db, run) : new Map<string, number>();
+  const work = cells
+    .filter((c) => !completed.has(c.cellId))
+    .map((c) =>
+      cellWorkOf(run, c, {
+        timeoutPolicy: config.timeout_policy,
+        firstAttempt: (known.get(c.cellId) ?? -1) + 1,
+      }),
+    );
   await writeJobs(opts.plane.kv.jobs, config, plan.tasks, work);
-  await ensureRunKey(opts.plane.kv.jobs, run, () => createRunKey(opts.db, run));
   await opts.onPlanned?.(plan);
   const fleet: Record<string, PoolFleet> = {};
   const ctx = { db: opts.db, pacer: opts.plane.kv.pacer, pools: opts.fleetPools };
   for (const pool of new Set(cells.map((c) => c.pool)))
     fleet[pool] = await sizeRunPool(ctx, run, pool, work.filter((w) => w.pool === pool).length);
   const pools = poolsField(fleet);
-  const progress: Omit<RunProgress, "type" | "updatedAt"> = {
+  const progress = emptyRunProgress({
     run,
     phase: work.length === 0 ? "finished" : "planned",
     message:
       work.length === 0
         ? `all ${cells.length} cells already completed`
-        : `${previous ? "resumed" : "planned"}: ${work.length} of ${cells.length} cells queued${completed.size ? `, ${completed.size} already completed` : ""}`,
+        : `${previous ? "resumed" : "planned"}: ${work.length} of ${cells.length} cells queued${completed.size ? `, ${completed.size} already completed` : ""}${
+            plan.unvalidated.length > 0
+              ? `; UNVALIDATED (--unvalidated): ${plan.unvalidated.length} task(s) not gold-validated: ${plan.unvalidated.map((i) => i.path.replace(/^tasks: /, "")).join(", ")}`
+              : ""
+          }`,
     totalCells: cells.length,
     completed: completed.size,
-    failed: 0,
-    skipped: 0,
-    running: 0,
     pending: work.length,
-    totalCostNanoUsd: 0,
-    billableCostNanoUsd: 0,
+    seed: { completed: 0, failed: 0, skipped: completed.size },
+    alreadyCompleted: completed.size,
+    alreadyPassed: Math.min(alreadyPassed, completed.size),
     budgetNanoUsd: config.budget_usd === undefined ? null : nanoToNumber(usdToNano(config.budget_usd)),
     ...(Object.keys(pools).length > 0 ? { pools } : {}),
-  };
+  });
   await putRunProgress(opts.plane.kv.progress, progress);
   await putPoolKeys(opts.plane.kv.progress, run, fleet);
   const published = await publishCells(opts.plane.js, work, seq);
@@ -198,6 +223,7 @@ async function persistAndPublish(
       queued: work.length,
       completed: completed.size,
       tasks: plan.tasks.length,
+      ...(plan.unvalidated.length > 0 ? { unvalidated: plan.unvalidated } : {}),
     },
   });
   log.info({ totalCells: cells.length, queued: work.length }, previous ? "run resumed" : "run planned");

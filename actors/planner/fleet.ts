@@ -1,13 +1,16 @@
 import type { KV } from "@nats-io/kv";
+import type { Logger } from "../../lib/log.js";
 import type { PoolLimits } from "../../pacer/bucket.js";
 import { sizeFleet } from "../../pacer/fleet.js";
-import type { OwnerRecord } from "../../pacer/fleet-pacer.js";
 import { type PacerPools, poolConfig } from "../../pacer/local.js";
-import type { Logger } from "../../protocol/log.js";
-import type { RunProgress } from "../../protocol/messages.js";
+import type { Plane } from "../../plane/connect.js";
+import { compareAndSet, TypedKv } from "../../plane/kv.js";
+import { type RunProgress, RunProgressSchema } from "../../protocol/messages.js";
+import { PacerOwnerSchema, PoolSizeRecordSchema } from "../../protocol/state.js";
 import { ProgressKeys, StateKeys } from "../../protocol/subjects.js";
 import type { Db } from "../../store/db.js";
-import type { Plane } from "../runtime/connect.js";
+import { type PoolObservations, poolObservations } from "../../store/ledger.js";
+import { countOpenCellsOfPool } from "../../store/results.js";
 
 /*
  * Fleet sizing for the dispatcher: per pool, how many attempts to run at once so the pool's limits are used and no
@@ -17,22 +20,6 @@ import type { Plane } from "../runtime/connect.js";
  * key (`pools`, which the dispatcher reads as a per-pool cap; a pool with no cap is left out) and into
  * `pool.<run>.<pool>` with the reason, at plan time and every few seconds while the run goes.
  */
-
-/** Ledger figures for one pool: means per call (tokens as the ledger counts them) and per attempt. */
-export interface PoolObservations {
-  calls: number;
-  attempts: number;
-  /** the pool's provider: decides whether cache reads count toward input tokens per minute */
-  provider: string | null;
-  inputTokensPerCall: number;
-  cacheReadTokensPerCall: number;
-  cacheWriteTokensPerCall: number;
-  outputTokensPerCall: number;
-  latencyP50Ms: number;
-  latencyMeanMs: number;
-  /** mean wall time from an attempt's first call to the end of its last, less its pacer waits */
-  attemptDurationMs: number;
-}
 
 export type FleetSource = "run" | "history" | "prior" | "none";
 
@@ -162,65 +149,7 @@ export function sizePool(input: SizePoolInput): PoolFleet {
 
 const round2 = (n: number) => Math.round(n * 100) / 100;
 
-// ---- observations and limits ---------------------------------------------------------------------------------
-
-/** Ledger figures for a pool: this run's calls, or (run null) the pool's last day across runs. */
-export async function observePool(
-  db: Db,
-  pool: string,
-  run: string | null,
-): Promise<PoolObservations | null> {
-  const scope = run === null ? "created_at > now() - interval '1 day'" : "run_name = $2";
-  const r = await db.query<Record<string, number | string | null>>(
-    `WITH calls AS (
-       SELECT run_name, cell_id, attempt, provider, input_tokens, output_tokens, cache_read_tokens,
-              cache_write_tokens, latency_ms, COALESCE(pacer_wait_ms, 0) AS wait_ms, started_at
-         FROM ledger_calls
-        WHERE pool = $1 AND ${scope} AND status IN ('ok', 'cut') AND latency_ms IS NOT NULL
-        ORDER BY created_at DESC LIMIT 5000
-     ), attempts AS (
-       SELECT GREATEST(sum(latency_ms)::float8,
-                       EXTRACT(EPOCH FROM max(started_at + latency_ms * interval '1 millisecond') - min(started_at))
-                         * 1000 - sum(wait_ms)) AS active_ms
-         FROM calls GROUP BY run_name, cell_id, attempt
-     )
-     SELECT count(*)::int AS calls, max(provider) AS provider,
-            avg(input_tokens)::float8 AS input, avg(output_tokens)::float8 AS output,
-            avg(cache_read_tokens)::float8 AS cache_read, avg(cache_write_tokens)::float8 AS cache_write,
-            percentile_cont(0.5) WITHIN GROUP (ORDER BY latency_ms)::float8 AS p50,
-            avg(latency_ms)::float8 AS mean,
-            (SELECT count(*)::int FROM attempts) AS attempts,
-            (SELECT avg(active_ms)::float8 FROM attempts) AS active_ms
-       FROM calls`,
-    run === null ? [pool] : [pool, run],
-  );
-  const x = r.rows[0];
-  const n = (v: unknown) => Number(v ?? 0);
-  if (!x || n(x.calls) === 0) return null;
-  return {
-    calls: n(x.calls),
-    attempts: n(x.attempts),
-    provider: typeof x.provider === "string" ? x.provider : null,
-    inputTokensPerCall: n(x.input),
-    cacheReadTokensPerCall: n(x.cache_read),
-    cacheWriteTokensPerCall: n(x.cache_write),
-    outputTokensPerCall: n(x.output),
-    latencyP50Ms: n(x.p50),
-    latencyMeanMs: n(x.mean),
-    attemptDurationMs: n(x.active_ms),
-  };
-}
-
-/** Cells of the run on this pool not yet final (cell ids begin with `<pool>__`). */
-async function openCells(db: Db, run: string, pool: string): Promise<number> {
-  const prefix = `${pool}__`;
-  const r = await db.query<{ n: number }>(
-    `SELECT count(*)::int AS n FROM run_state
-      WHERE run_name = $1 AND left(cell_id, length($2)) = $2 AND status IN ('pending', 'running')`,
-    [run, prefix],
-  );
-  return Number(r.rows[0]?.n ?? 0);
-}
+// ---- observations (store/ledger.ts) and limits ---------------------------------------------------------------------------------
 
 export interface FleetContext {
   db: Db;
@@ -237,23 +166,26 @@ export async function sizeRunPool(
   pool: string,
   pendingAttempts?: number,
 ): Promise<PoolFleet> {
-  const e = await ctx.pacer.get(StateKeys.pacerPool(pool)).catch(() => null);
-  const rec = e && e.operation === "PUT" && e.length > 0 ? e.json<OwnerRecord>() : null;
+  const rec = (
+    await new TypedKv(ctx.pacer, PacerOwnerSchema, "pacer pool record")
+      .get(StateKeys.pacerPool(pool))
+      .catch(() => null)
+  )?.value;
   const cfg = ctx.pools ? poolConfig(ctx.pools, pool) : undefined;
   const recLimits = rec?.checkpoint?.limits ?? {};
   const limits = Object.keys(recLimits).length > 0 ? recLimits : (cfg?.limits ?? null);
   let observed: SizePoolInput["observed"] = null;
-  const own = await observePool(ctx.db, pool, run);
+  const own = await poolObservations(ctx.db, pool, run);
   if (own && own.calls >= MIN_CALLS) observed = { from: "run", obs: own };
   else {
-    const hist = await observePool(ctx.db, pool, null);
+    const hist = await poolObservations(ctx.db, pool, null);
     if (hist && hist.calls >= MIN_CALLS) observed = { from: "history", obs: hist };
     else if (own) observed = { from: "run", obs: own };
   }
   return sizePool({
     limits,
     observed,
-    pendingAttempts: pendingAttempts ?? (await openCells(ctx.db, run, pool)),
+    pendingAttempts: pendingAttempts ?? (await countOpenCellsOfPool(ctx.db, run, pool)),
     ...(cfg?.cacheReadInputWeight === undefined ? {} : { cacheReadInputWeight: cfg.cacheReadInputWeight }),
     ...(cfg?.cacheWriteInputWeight === undefined ? {} : { cacheWriteInputWeight: cfg.cacheWriteInputWeight }),
     ...(rec?.stats?.outputTokensP95 ? { outputTokensP95: rec.stats.outputTokensP95 } : {}),
@@ -275,9 +207,10 @@ export async function putPoolKeys(
   sizes: Record<string, PoolFleet>,
 ): Promise<void> {
   const at = new Date().toISOString();
+  const records = new TypedKv(progress, PoolSizeRecordSchema, "pool size");
   await Promise.all(
     Object.entries(sizes).map(([pool, f]) =>
-      progress.put(ProgressKeys.pool(run, pool), JSON.stringify({ run, pool, ...f, updatedAt: at })),
+      records.put(ProgressKeys.pool(run, pool), { run, pool, ...f, updatedAt: at }),
     ),
   );
 }
@@ -293,29 +226,25 @@ export async function mergeRunPools(
   run: string,
   pools: NonNullable<RunProgress["pools"]>,
 ): Promise<boolean> {
-  const key = ProgressKeys.run(run);
-  for (let i = 0; ; i++) {
-    const e = await progress.get(key);
-    if (e?.operation !== "PUT" || e.length === 0) return false;
-    const prev = e.json<Record<string, unknown>>();
-    if (JSON.stringify(prev.pools ?? {}) === JSON.stringify(pools)) return false;
-    try {
-      await progress.update(key, JSON.stringify({ ...prev, pools }), e.revision);
-      return true;
-    } catch (err) {
-      if (i >= CAS_TRIES - 1) throw err;
-    }
-  }
+  return await compareAndSet(
+    new TypedKv(progress, RunProgressSchema, "run progress"),
+    ProgressKeys.run(run),
+    (e) => {
+      if (!e || JSON.stringify(e.value.pools ?? {}) === JSON.stringify(pools)) return { result: false };
+      return { write: { ...e.value, pools }, result: true };
+    },
+    { tries: CAS_TRIES },
+  );
 }
 
 /** The pools of a run, from its `pool.<run>.<pool>` keys (written at plan time, uncapped pools included). */
 async function runPools(progress: KV, run: string): Promise<string[]> {
-  const filter = `${ProgressKeys.pool(run, "_").slice(0, -1)}*`;
+  const filter = ProgressKeys.poolsOfRun(run);
   const pools: string[] = [];
+  const records = new TypedKv(progress, PoolSizeRecordSchema, "pool size");
   for await (const k of await progress.keys(filter)) {
-    const e = await progress.get(k);
-    const pool = e && e.length > 0 ? e.json<{ pool?: unknown }>().pool : undefined;
-    if (typeof pool === "string") pools.push(pool);
+    const pool = (await records.get(k))?.value.pool;
+    if (pool !== undefined) pools.push(pool);
   }
   return pools;
 }
@@ -336,9 +265,9 @@ export async function resizeRun(
 /** Runs whose progress key says they are still going. */
 async function openRuns(progress: KV): Promise<string[]> {
   const runs: string[] = [];
-  for await (const k of await progress.keys(`${ProgressKeys.run("_").slice(0, -1)}*`)) {
-    const e = await progress.get(k);
-    const p = e && e.length > 0 ? e.json<Partial<RunProgress>>() : null;
+  const progresses = new TypedKv(progress, RunProgressSchema, "run progress");
+  for await (const k of await progress.keys(ProgressKeys.allRuns)) {
+    const p = (await progresses.get(k))?.value;
     if (p?.run && (p.phase === "planned" || p.phase === "running" || p.phase === "draining"))
       runs.push(p.run);
   }

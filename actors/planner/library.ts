@@ -1,5 +1,5 @@
-import { readdir, readFile } from "node:fs/promises";
-import { extname, isAbsolute, join, resolve } from "node:path";
+import { readdir, readFile, realpath, stat } from "node:fs/promises";
+import { extname, isAbsolute, join, relative, resolve } from "node:path";
 import { parse as parseYaml } from "yaml";
 import { type RunConfig, type TaskSpec, TaskSpecSchema } from "../../protocol/config.js";
 import { documentIssues, zodIssues } from "../../protocol/decode.js";
@@ -77,6 +77,59 @@ export function libraryDir(config: RunConfig, baseDir: string): string {
   return isAbsolute(config.task_library_path)
     ? config.task_library_path
     : resolve(baseDir, config.task_library_path);
+}
+
+/** Is `inner` the folder `outer` or inside it (both absolute, already resolved)? */
+function within(outer: string, inner: string): boolean {
+  const rel = relative(outer, inner);
+  return rel === "" || (!rel.startsWith("..") && !isAbsolute(rel));
+}
+
+async function realDir(path: string): Promise<string | undefined> {
+  try {
+    const real = await realpath(path);
+    return (await stat(real)).isDirectory() ? real : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Where the planner reads a run's task library: a relative `task_library_path` is looked up under each library
+ * root in order (the first folder that exists wins); an absolute one must lie inside a root. Symbolic links are
+ * followed before the check, so a link inside a root cannot lead the planner out of it. Anything else is refused
+ * with the roots listed: a submitter must not be able to make the planner read any folder of its host.
+ */
+export async function resolveLibraryDir(path: string, roots: readonly string[]): Promise<string> {
+  const realRoots = (await Promise.all(roots.map(async (r) => ({ root: r, real: await realDir(r) })))).filter(
+    (r): r is { root: string; real: string } => r.real !== undefined,
+  );
+  const listed = roots.join(", ") || "(none)";
+  const refuse = (reason: string) =>
+    new ValidationError(ErrorCode.InvalidConfig, `task library ${JSON.stringify(path)} is refused`, [
+      {
+        path: "task_library_path",
+        reason: `${reason}; the task library roots are: ${listed}. Put the library under one of them (and give its path relative to it), or start the planner with EVALFLEET_TASK_LIBRARY_ROOTS including its folder`,
+      },
+    ]);
+  const candidates = isAbsolute(path) ? [path] : realRoots.map((r) => resolve(r.real, path));
+  for (const c of candidates) {
+    const real = await realDir(c);
+    if (real === undefined) continue;
+    if (realRoots.some((r) => within(r.real, real))) return real;
+    throw refuse(
+      isAbsolute(path)
+        ? `${path} is outside every task library root`
+        : `${c} leads outside every task library root (to ${real})`,
+    );
+  }
+  if (isAbsolute(path) && !realRoots.some((r) => within(r.real, resolve(path))))
+    throw refuse(`${path} is outside every task library root`);
+  throw refuse(
+    isAbsolute(path)
+      ? `${path} is not a folder`
+      : `no folder ${JSON.stringify(path)} exists under any task library root`,
+  );
 }
 
 /**

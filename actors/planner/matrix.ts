@@ -7,7 +7,6 @@ import {
 } from "../../protocol/config.js";
 import { ErrorCode, EvalfleetError, type Issue, ValidationError } from "../../protocol/errors.js";
 import { poolId } from "../../protocol/subjects.js";
-import { nanoToNumber, usdToNano } from "../../store/money.js";
 
 /** One cell of the matrix: a harness, a model (and maybe a review model), a task and a repeat index. */
 export interface Cell {
@@ -174,17 +173,4 @@ function makeCell(
     pool,
     exempt: isExempt(model, review, task),
   };
-}
-
-/**
- * The seed's estimate rules: an exempt cell reserves 0; else the per-attempt cap (`max_cost_usd`) when set; else
- * budget_usd / total cells (the real cell count, not the task count). Integer nano-USD.
- */
-export function estimateNanoUsd(config: RunConfig, exempt: boolean, totalCells: number): number {
-  if (exempt) return 0;
-  if (config.max_cost_usd !== undefined) return nanoToNumber(usdToNano(config.max_cost_usd));
-  if (config.budget_usd === undefined || totalCells === 0) return 0;
-  // Rounded down: n cells of budget / n must all fit (the seed admits every one of $1 / 3 cells); the real cost is
-  // reconciled afterwards, so the estimate need not over-charge.
-  return nanoToNumber(usdToNano(config.budget_usd) / BigInt(totalCells));
 }

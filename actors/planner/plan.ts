@@ -1,9 +1,13 @@
 import { parse as parseYaml } from "yaml";
-import { type RunConfig, RunConfigSchema, type TaskSpec } from "../../protocol/config.js";
+import { isFolderTask } from "../../images/library.js";
+import { parsePinned } from "../../images/resolve.js";
+import { type RunConfig, RunConfigSchema, type TaskSpec, taskSpecHash } from "../../protocol/config.js";
 import { documentIssues, zodIssues } from "../../protocol/decode.js";
 import { ErrorCode, EvalfleetError, type Issue, ValidationError } from "../../protocol/errors.js";
 import { hasSecret, redactSecrets } from "../../protocol/redact.js";
-import { libraryDir, loadTaskLibrary, selectTasks } from "./library.js";
+import { unpricedModels } from "../../providers/run-prices.js";
+import type { TaskValidation } from "../../store/grades.js";
+import { loadTaskLibrary, resolveLibraryDir, selectTasks } from "./library.js";
 import { buildMatrix, type Cell } from "./matrix.js";
 
 /** Submissions larger than this are refused before parsing (the stream itself takes up to 1 MiB). */
@@ -102,7 +106,10 @@ export function parseSubmission(data: Uint8Array): RunConfig {
   // The schema walks only the fields it declares; what it passes through (settings) is checked here: nothing too
   // deep or self-referential for JSON.stringify later, and no secrets, which would be stored with the config.
   const r = RunConfigSchema.safeParse(raw);
-  const issues = [...documentIssues(raw, { secrets: true }), ...(r.success ? [] : zodIssues(r.error))];
+  const issues = [
+    ...documentIssues(raw, { secrets: true }),
+    ...(r.success ? unpricedModels(r.data) : zodIssues(r.error)),
+  ];
   if (!r.success || issues.length > 0)
     throw new Rejection(
       nameOf(raw),
@@ -118,25 +125,79 @@ export interface Plan {
   tasks: TaskSpec[];
   cells: Cell[];
   libraryDir: string;
-  /** task ids left out because gold validation marked them invalid */
-  excluded: string[];
+  /**
+   * Tasks not validated, invalid or changed since their validation, each with its reason: empty unless the run was
+   * submitted with `unvalidated: true` (otherwise such a run is refused), or validation was not consulted.
+   */
+  unvalidated: Issue[];
+}
+
+/** The gold-validation records of these tasks (store/grades.ts getTaskValidations). */
+export type ValidationLookup = (taskIds: string[]) => Promise<ReadonlyMap<string, TaskValidation>>;
+
+/**
+ * Why each graded task cannot be trusted to measure anything yet: never validated, marked invalid (with the
+ * validator's reason), or changed since it was validated. Open-ended tasks are judged, not graded: never listed.
+ */
+export function validationProblems(
+  tasks: readonly TaskSpec[],
+  records: ReadonlyMap<string, TaskValidation>,
+  libraryDir: string,
+): Issue[] {
+  const issues: Issue[] = [];
+  const again = `evalfleet validate-env --tasks ${libraryDir}`;
+  for (const t of tasks) {
+    if (t.track === "open_ended") continue;
+    const v = records.get(t.id);
+    const path = `tasks: ${t.id}`;
+    if (!v) issues.push({ path, reason: `not validated: grade its gold and empty patch first (${again})` });
+    else if (!v.valid)
+      issues.push({
+        path,
+        reason: `invalid (validated ${v.validatedAt}): ${v.reason ?? "no reason recorded"}`,
+      });
+    else if (v.taskHash && v.taskHash !== taskSpecHash(t))
+      issues.push({
+        path,
+        reason: `changed since it was validated (${v.validatedAt}): validate it again (${again})`,
+      });
+  }
+  return issues;
 }
 
 /**
- * Load the task library, resolve the task list and expand the matrix. Tasks that gold validation marked invalid
- * are left out (and listed in the plan). Every failure is a Rejection.
+ * A SWE-bench task whose file pins no image runs (harness and grade) in the image gold validation graded it in:
+ * the spec the run's tasks fetch names it by digest. Folder tasks keep their spec (their harness runs over the
+ * offline base; the grader finds the validated image itself).
+ */
+function withValidatedImage(task: TaskSpec, record: TaskValidation | undefined): TaskSpec {
+  if (isFolderTask(task) || parsePinned(task.image) || !record?.valid || record.backend !== "docker")
+    return task;
+  if (!record.imageRef || record.taskHash !== taskSpecHash(task)) return task;
+  return { ...task, image: record.imageRef };
+}
+
+/**
+ * Resolve the task library under the library roots (see resolveLibraryDir), load it, resolve the task list and
+ * expand the matrix. With `validations`, every graded task must be gold-validated as it is now: a run naming one
+ * that is not — listed by id or selected by "*" — is refused with each task and its reason, unless it says
+ * `unvalidated: true` (then it runs, and the plan lists them). Every failure is a Rejection.
  */
 export async function planRun(
   config: RunConfig,
-  baseDir: string,
-  invalid: ReadonlySet<string> = new Set(),
+  libraryRoots: readonly string[],
+  validations?: ValidationLookup,
 ): Promise<Plan> {
-  const dir = libraryDir(config, baseDir);
+  let dir: string;
+  try {
+    dir = await resolveLibraryDir(config.task_library_path, libraryRoots);
+  } catch (err) {
+    if (err instanceof ValidationError) throw new Rejection(config.name, err.message, err.issues, err.code);
+    throw err;
+  }
   try {
     const library = await loadTaskLibrary(dir);
-    const selected = selectTasks(config, library);
-    const tasks = selected.filter((t) => !invalid.has(t.id));
-    const excluded = selected.filter((t) => invalid.has(t.id)).map((t) => t.id);
+    const tasks = selectTasks(config, library);
     if (tasks.length === 0)
       throw new Rejection(config.name, "the run selects no tasks", [
         {
@@ -144,8 +205,22 @@ export async function planRun(
           reason: `task library ${dir} is empty; add task YAMLs or point task_library_path elsewhere`,
         },
       ]);
+    const records = validations ? await validations(tasks.map((t) => t.id)) : new Map();
+    const problems = validations ? validationProblems(tasks, records, dir) : [];
+    if (problems.length > 0 && config.unvalidated !== true)
+      throw new Rejection(
+        config.name,
+        `${problems.length} of the run's ${tasks.length} task(s) are not gold-validated as they are now, so they may measure nothing. Validate them (\`evalfleet validate-env --tasks ${dir}\`), leave them out of \`tasks\`, or submit with --unvalidated (\`unvalidated: true\`; every report then says so)`,
+        problems,
+      );
     const cells = buildMatrix(config, tasks);
-    return { config: { ...config, task_library_path: dir }, tasks, cells, libraryDir: dir, excluded };
+    return {
+      config: { ...config, task_library_path: dir },
+      tasks: tasks.map((t) => withValidatedImage(t, records.get(t.id))),
+      cells,
+      libraryDir: dir,
+      unvalidated: problems,
+    };
   } catch (err) {
     if (err instanceof Rejection) throw err;
     if (err instanceof ValidationError) throw new Rejection(config.name, err.message, err.issues, err.code);

@@ -1,6 +1,7 @@
 import type { JetStreamClient } from "@nats-io/jetstream";
 import type { KV } from "@nats-io/kv";
-import type { RunConfig, TaskSpec } from "../../protocol/config.js";
+import type { RunConfig, TaskSpec, TimeoutPolicy } from "../../protocol/config.js";
+import { MsgIds } from "../../protocol/ids.js";
 import { type CellWork, MessageTypes, type RunProgress } from "../../protocol/messages.js";
 import { ProgressKeys, StateKeys, Subjects } from "../../protocol/subjects.js";
 import type { Cell } from "./matrix.js";
@@ -8,8 +9,13 @@ import type { Cell } from "./matrix.js";
 /** How many publishes may be awaiting their ack at once: pipelining is 3-4× faster than awaiting each. */
 const WINDOW = 2_000;
 
-export function cellWorkOf(run: string, cell: Cell): CellWork {
+export function cellWorkOf(
+  run: string,
+  cell: Cell,
+  opts: { timeoutPolicy?: TimeoutPolicy; firstAttempt?: number } = {},
+): CellWork {
   return {
+    ...(opts.firstAttempt ? { firstAttempt: opts.firstAttempt } : {}),
     type: MessageTypes.cellWork,
     run,
     cellId: cell.cellId,
@@ -23,6 +29,7 @@ export function cellWorkOf(run: string, cell: Cell): CellWork {
     traceId: cell.traceId,
     exempt: cell.exempt,
     costMode: cell.model.cost_mode,
+    ...(opts.timeoutPolicy ? { timeoutPolicy: opts.timeoutPolicy } : {}),
   };
 }
 
@@ -60,7 +67,7 @@ export async function publishCells(
   for (const w of work) {
     pending.push(
       js.publish(Subjects.cells.one(w.run, w.pool), JSON.stringify(w), {
-        msgID: `${w.run}/${w.cellId}/${generation}`,
+        msgID: MsgIds.cellWork(w.run, w.cellId, generation),
       }),
     );
     published++;
@@ -73,21 +80,6 @@ export async function publishCells(
   return published;
 }
 
-export async function putRunProgress(
-  progress: KV,
-  p: Omit<RunProgress, "type" | "updatedAt">,
-): Promise<void> {
-  const value: RunProgress = { type: MessageTypes.runProgress, updatedAt: new Date().toISOString(), ...p };
-  await progress.put(ProgressKeys.run(p.run), JSON.stringify(value));
-}
-
-/**
- * Make the run's gateway key once (a resubmission keeps the key the run already has) and hand it to the run's
- * tasks through the jobs bucket; only its hash is stored in PostgreSQL.
- */
-export async function ensureRunKey(jobs: KV, run: string, create: () => Promise<string>): Promise<boolean> {
-  const existing = await jobs.get(StateKeys.runKey(run));
-  if (existing && existing.operation === "PUT" && existing.length > 0) return false;
-  await jobs.put(StateKeys.runKey(run), await create());
-  return true;
+export async function putRunProgress(progress: KV, p: RunProgress): Promise<void> {
+  await progress.put(ProgressKeys.run(p.run), JSON.stringify(p));
 }

@@ -1,21 +1,24 @@
 import type { z } from "zod";
+import type { Logger } from "../../lib/log.js";
+import type { Plane } from "../../plane/connect.js";
 import { type EvalfleetError, toEvalfleetError } from "../../protocol/errors.js";
-import type { Logger } from "../../protocol/log.js";
 import {
   AttemptResultSchema,
   GradeResultSchema,
   LedgerCallSchema,
   VerdictSchema,
 } from "../../protocol/messages.js";
+import { Subjects } from "../../protocol/subjects.js";
 import { type ConsumerDef, Consumers } from "../../protocol/topology.js";
 import type { Db } from "../../store/db.js";
 import { Actor, type Delivery } from "../runtime/actor.js";
-import type { Plane } from "../runtime/connect.js";
+import { ClaimedAttempts } from "../runtime/security.js";
 import { landAttempts } from "./attempts.js";
 import { CellRecords } from "./cells.js";
 import type { Feed, WriterContext } from "./context.js";
 import { landLedger } from "./ledger.js";
 import { ProgressWriter } from "./progress.js";
+import { pruneFinishedRuns } from "./prune.js";
 import { landGrades, landVerdicts } from "./scores.js";
 
 export interface ResultsWriterOptions {
@@ -33,6 +36,10 @@ export interface ResultsWriterOptions {
   waitForScores?: boolean;
   /** Test seam: called after each batch's commit, before its publishes (crash injection). */
   afterCommit?: (feed: Feed) => Promise<void> | void;
+  /** The results-writer role's settings: how long a finished run's NATS state stays (`retention.pruneAfterMs`). */
+  settings?: { retention?: { pruneAfterMs: number | null } };
+  /** how often finished runs are looked for (default 10 minutes) */
+  pruneEveryMs?: number;
 }
 
 /** Deliveries of a message that keeps failing for a non-retryable reason before it is dropped with an event. */
@@ -62,6 +69,8 @@ export async function startResultsWriter(opts: ResultsWriterOptions): Promise<Ac
     log: opts.log,
     cells: new CellRecords(opts.plane.kv.jobs, opts.log),
     progress,
+    claims: new ClaimedAttempts(opts.plane.kv.budgets),
+    actor,
     ...(opts.afterCommit ? { afterCommit: opts.afterCommit } : {}),
   };
   await actor.start();
@@ -74,11 +83,13 @@ export async function startResultsWriter(opts: ResultsWriterOptions): Promise<Ac
     schema: S,
     what: string,
     land: (items: z.output<S>[]) => Promise<unknown>,
+    subjectOf?: (value: z.output<S>) => string,
   ) => {
     await actor.consume({
       def,
       schema,
       what,
+      ...(subjectOf ? { subjectOf } : {}),
       batchSize: opts.batchSize ?? 500,
       batchWaitMs: opts.batchWaitMs ?? 20,
       handleBatch: isolating(actor, what, land),
@@ -88,13 +99,29 @@ export async function startResultsWriter(opts: ResultsWriterOptions): Promise<Ac
   // The two high-volume feeds can pull with several subscriptions, so one batch commits while the next is being
   // read and prepared; per-cell locks keep concurrent batches correct.
   for (let i = 0; i < (opts.pipelines ?? 1); i++) {
-    await feed(Consumers.resultsWriterAttempts, AttemptResultSchema, "attempt result", (b) =>
-      landAttempts(ctx, b),
+    await feed(
+      Consumers.resultsWriterAttempts,
+      AttemptResultSchema,
+      "attempt result",
+      (b) => landAttempts(ctx, b),
+      (r) => Subjects.attempts.one(r.run, r.cellId, r.attempt),
     );
-    await feed(Consumers.resultsWriterLedger, LedgerCallSchema, "ledger call", (b) => landLedger(ctx, b));
+    await feed(
+      Consumers.resultsWriterLedger,
+      LedgerCallSchema,
+      "ledger call",
+      (b) => landLedger(ctx, b),
+      (c) => Subjects.ledger.one(c.run, c.cellId, c.attempt),
+    );
   }
   await feed(Consumers.resultsWriterGrades, GradeResultSchema, "grade result", (b) => landGrades(ctx, b));
   await feed(Consumers.resultsWriterVerdicts, VerdictSchema, "verdict", (b) => landVerdicts(ctx, b));
+  // Default a week; null (EVALFLEET_PRUNE_AFTER_HOURS=0) keeps every run's NATS state for ever.
+  const pruneAfterMs = opts.settings?.retention ? opts.settings.retention.pruneAfterMs : 7 * 24 * 3_600_000;
+  if (pruneAfterMs !== null)
+    actor.every("pruning finished runs", opts.pruneEveryMs ?? 10 * 60_000, async () => {
+      await pruneFinishedRuns({ plane: opts.plane, db: opts.db, log: opts.log }, pruneAfterMs);
+    });
   return actor;
 }
 

@@ -1,4 +1,5 @@
 import { encodeJson } from "../../protocol/decode.js";
+import { MsgIds } from "../../protocol/ids.js";
 import {
   type AttemptResult,
   type CellWork,
@@ -6,7 +7,7 @@ import {
   JudgeJobSchema,
 } from "../../protocol/messages.js";
 import type { AttemptClass } from "../../protocol/retry.js";
-import { Subjects } from "../../protocol/subjects.js";
+import { BlobNames, Subjects } from "../../protocol/subjects.js";
 import { insertPhaseResults, type PhaseResultRow, upsertAttemptResults } from "../../store/results.js";
 import {
   type AttemptTotals,
@@ -17,6 +18,7 @@ import {
   setCellStatuses,
   voidSuperseded,
 } from "../../store/writer.js";
+import { foreignBlobRef, type Refusal, reportRefusals } from "../runtime/security.js";
 import { cellKey, type WriterContext } from "./context.js";
 import type { CellFinal } from "./progress.js";
 import {
@@ -33,6 +35,8 @@ interface Planned {
   r: AttemptResult;
   work: CellWork | null;
   cls: AttemptClass;
+  /** the first attempt of the cell's submission: retries count from it */
+  base: number;
   scoring: Scoring;
 }
 
@@ -51,8 +55,9 @@ export interface AttemptsOutcome {
  */
 export async function landAttempts(
   ctx: WriterContext,
-  results: readonly AttemptResult[],
+  batch: readonly AttemptResult[],
 ): Promise<AttemptsOutcome> {
+  const results = await refuseForged(ctx, batch);
   const latest = new Map<string, AttemptResult>();
   for (const r of results) {
     const k = cellKey(r.run, r.cellId);
@@ -62,11 +67,15 @@ export async function landAttempts(
   const items = [...latest.values()];
   const t0 = performance.now();
   const works = await ctx.cells.getMany(items.map((r) => ({ run: r.run, cellId: r.cellId })));
-  const plan: Planned[] = items.map((r) => {
-    const work = works.get(cellKey(r.run, r.cellId)) ?? null;
-    const cls = classify(r);
-    return { r, work, cls, scoring: scoringOf(r, cls, work) };
-  });
+  const plan: Planned[] = await Promise.all(
+    items.map(async (r) => {
+      const work = works.get(cellKey(r.run, r.cellId)) ?? null;
+      // Retries count from the first attempt of the cell's submission, as the dispatcher's claim records it.
+      const base = (await ctx.claims.base(r.run, r.cellId, r.attempt)) ?? work?.firstAttempt ?? 0;
+      const cls = classify(r, work, base);
+      return { r, work, cls, base, scoring: scoringOf(r, cls, work) };
+    }),
+  );
 
   const t1 = performance.now();
   const { landed, resend, totals } = await ctx.db.transaction(async (tx) => {
@@ -84,7 +93,7 @@ export async function landAttempts(
     const landedKeys = landed.map((p) => ({ runName: p.r.run, cellId: p.r.cellId }));
     await upsertAttemptResults(
       tx,
-      landed.map((p) => attemptRow(p.r, p.work, p.cls, p.scoring)),
+      landed.map((p) => attemptRow(p.r, p.work, p.cls, p.scoring, p.base)),
     );
     const phases = landed.flatMap((p) => phaseRows(p.r));
     await insertPhaseResults(tx, phases);
@@ -139,6 +148,48 @@ export async function landAttempts(
   return { landed: landed.length, enqueued: jobs.length };
 }
 
+/**
+ * Nothing forged lands: a result of an attempt the dispatcher never claimed (a higher attempt number than any
+ * launched, another cell's) is refused whole; a claimed attempt's result that names a blob outside the attempt's
+ * own prefix (another run's resolved patch) lands as the harness's error, with no patch and nothing to grade.
+ * Either is a security event.
+ */
+async function refuseForged(ctx: WriterContext, batch: readonly AttemptResult[]): Promise<AttemptResult[]> {
+  const { claimed, unclaimed } = await ctx.claims.split(batch);
+  const refusals: Refusal[] = unclaimed.map((r) => ({
+    run: r.run,
+    cellId: r.cellId,
+    attempt: r.attempt,
+    check: "unclaimed_attempt",
+    ref: "result",
+    message: `refused a result for ${r.cellId} attempt ${r.attempt}: the dispatcher never claimed that attempt (forged, or from a task nobody launched)`,
+  }));
+  const kept = claimed.map((r) => {
+    const bad = foreignBlobRef(r, [r.patchRef, r.trajectoryRef]);
+    if (bad === null) return r;
+    const message = `refused blob ${JSON.stringify(bad)} in the result of ${r.cellId} attempt ${r.attempt}: not one of the attempt's own blobs (${BlobNames.attemptPrefix(r.run, r.cellId, r.attempt)}…)`;
+    refusals.push({
+      run: r.run,
+      cellId: r.cellId,
+      attempt: r.attempt,
+      check: "foreign_blob_ref",
+      ref: bad,
+      message,
+    });
+    return {
+      ...r,
+      status: "HARNESS_ERROR" as const,
+      patchRef: null,
+      patchHash: null,
+      trajectoryRef: null,
+      errorMessage: r.errorMessage ? `${message}; ${r.errorMessage}` : message,
+    };
+  });
+  await reportRefusals(ctx, refusals);
+  for (const r of refusals) ctx.progress.markDirty(r.run);
+  return kept;
+}
+
 async function publishJob(ctx: WriterContext, p: Planned): Promise<void> {
   const { r, work } = p;
   if (!work) return;
@@ -146,13 +197,13 @@ async function publishJob(ctx: WriterContext, p: Planned): Promise<void> {
     await ctx.plane.js.publish(
       Subjects.gradeJobs.one(r.run),
       encodeJson(GradeJobSchema, gradeJobOf(r, work), "grade job"),
-      { msgID: `${r.run}/${r.cellId}/${r.attempt}/grade` },
+      { msgID: MsgIds.grade(r.run, r.cellId, r.attempt) },
     );
   } else if (p.scoring === "judge") {
     await ctx.plane.js.publish(
       Subjects.judgeJobs.one(r.run),
       encodeJson(JudgeJobSchema, judgeJobOf(r, work), "judge job"),
-      { msgID: `${r.run}/${r.cellId}/${r.attempt}/judge` },
+      { msgID: MsgIds.judgeJob(r.run, r.cellId, r.attempt) },
     );
   }
 }

@@ -1,7 +1,7 @@
 import type { KV } from "@nats-io/kv";
+import type { Logger } from "../../lib/log.js";
 import { decodeJson } from "../../protocol/decode.js";
 import { ValidationError } from "../../protocol/errors.js";
-import type { Logger } from "../../protocol/log.js";
 import { type CellWork, CellWorkSchema } from "../../protocol/messages.js";
 import { StateKeys } from "../../protocol/subjects.js";
 

@@ -1,6 +1,8 @@
-import type { Logger } from "../../protocol/log.js";
+import type { Logger } from "../../lib/log.js";
+import type { Plane } from "../../plane/connect.js";
 import type { Db } from "../../store/db.js";
-import type { Plane } from "../runtime/connect.js";
+import type { Actor } from "../runtime/actor.js";
+import type { ClaimedAttempts } from "../runtime/security.js";
 import type { CellRecords } from "./cells.js";
 import type { ProgressWriter } from "./progress.js";
 
@@ -14,6 +16,9 @@ export interface WriterContext {
   log: Logger;
   cells: CellRecords;
   progress: ProgressWriter;
+  /** the dispatcher's claims: a result or call of an attempt never claimed is refused */
+  claims: ClaimedAttempts;
+  actor: Actor;
   /** Test seam: runs after a batch's transaction committed, before anything is published (crash injection). */
   afterCommit?: (feed: Feed) => Promise<void> | void;
 }

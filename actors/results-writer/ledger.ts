@@ -1,7 +1,9 @@
+import { countModelCall, Metrics } from "../../lib/metrics.js";
 import { ATTEMPT_STATUSES, type AttemptStatus, type LedgerCall } from "../../protocol/messages.js";
-import { classifyAttempt } from "../../protocol/retry.js";
+import { classifyAttempt, retriesOf } from "../../protocol/retry.js";
 import { insertLedgerCalls, type LedgerCallRow } from "../../store/results.js";
 import { lockCells, refreshAttemptTotals, refreshPhaseTotals, voidSuperseded } from "../../store/writer.js";
+import { reportRefusals } from "../runtime/security.js";
 import { cellFinalOf } from "./attempts.js";
 import type { WriterContext } from "./context.js";
 import type { CellFinal } from "./progress.js";
@@ -44,7 +46,24 @@ export function ledgerRow(c: LedgerCall): LedgerCallRow {
  * calls were new.
  */
 export async function landLedger(ctx: WriterContext, calls: readonly LedgerCall[]): Promise<number> {
-  const unique = [...new Map(calls.map((c) => [c.callId, c])).values()];
+  const { claimed, unclaimed } = await ctx.claims.split([
+    ...new Map(calls.map((c) => [c.callId, c])).values(),
+  ]);
+  // A call billed to an attempt nobody launched would move money between cells or void a real attempt's calls.
+  await reportRefusals(
+    ctx,
+    unclaimed.map((c) => ({
+      run: c.run,
+      cellId: c.cellId,
+      attempt: c.attempt,
+      check: "unclaimed_ledger_call",
+      ref: c.callId,
+      message: `refused ledger call ${c.callId} for ${c.cellId} attempt ${c.attempt}: the dispatcher never claimed that attempt`,
+    })),
+  );
+  for (const c of unclaimed) ctx.progress.markDirty(c.run);
+  const unique = claimed;
+  if (unique.length === 0) return 0;
   const keys = unique.map((c) => ({ runName: c.run, cellId: c.cellId }));
   // A single-phase cell's trace id is its cell id; only calls of a phase trace can change a phase row.
   const phased = unique.some((c) => c.traceId !== c.cellId);
@@ -60,11 +79,13 @@ export async function landLedger(ctx: WriterContext, calls: readonly LedgerCall[
     return { inserted, totals };
   });
   await ctx.afterCommit?.("ledger");
+  countLanded(unique, inserted);
   // A call that lands after its attempt's final result changes the cell's figures: refresh its key too.
   const finals: CellFinal[] = [];
   for (const t of totals) {
     if (!isStatus(t.status)) continue;
-    const cls = classifyAttempt(t.status, t.attempt);
+    const base = (await ctx.claims.base(t.runName, t.cellId, t.attempt)) ?? 0;
+    const cls = classifyAttempt(t.status, retriesOf(t.attempt, base));
     if (cls.final)
       finals.push(cellFinalOf(t, cls.cellStatus === "failed" ? "failed" : "completed", cls.errorClass));
   }
@@ -75,6 +96,28 @@ export async function landLedger(ctx: WriterContext, calls: readonly LedgerCall[
     "ledger batch",
   );
   return inserted;
+}
+
+/** /metrics: the calls this batch landed (a batch only partly new cannot say which were: it is counted apart). */
+function countLanded(calls: readonly LedgerCall[], inserted: number): void {
+  if (inserted === 0) return;
+  if (inserted !== calls.length) {
+    Metrics.ledgerBatchesUncounted.inc();
+    return;
+  }
+  for (const c of calls) {
+    countModelCall("ledger", {
+      model: c.model,
+      status: c.status,
+      httpStatus: c.httpStatus,
+      costNanoUsd: c.costNanoUsd,
+      tokens: c,
+    });
+    if (c.pacerWaitMs > 0) {
+      Metrics.pacerWaitMs.inc({ pool: c.pool }, c.pacerWaitMs);
+      Metrics.pacerWaitedCalls.inc({ pool: c.pool });
+    }
+  }
 }
 
 function isStatus(s: string | null): s is AttemptStatus {

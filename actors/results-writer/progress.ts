@@ -1,8 +1,7 @@
 import type { JetStreamManager } from "@nats-io/jetstream";
 import type { KV } from "@nats-io/kv";
-import { revokeRunKeys } from "../../gateway-sidecar/keys.js";
-import { reconcileRun } from "../../gateway-sidecar/reconcile.js";
-import type { Logger } from "../../protocol/log.js";
+import type { Logger } from "../../lib/log.js";
+import { compareAndSet, TypedKv } from "../../plane/kv.js";
 import {
   type CellProgress,
   CellProgressSchema,
@@ -10,11 +9,14 @@ import {
   type RunProgress,
   RunProgressSchema,
 } from "../../protocol/messages.js";
+import { nanoToUsd } from "../../protocol/money.js";
 import { ProgressKeys, StateKeys } from "../../protocol/subjects.js";
 import { Consumers, Streams } from "../../protocol/topology.js";
 import type { Db } from "../../store/db.js";
-import { nanoToUsd } from "../../store/money.js";
-import { getCellStatuses } from "../../store/results.js";
+import { revokeRunKeys } from "../../store/keys.js";
+import { reconcileRun, settleFromGateway } from "../../store/reconcile.js";
+import { countInfraFailures, getCellStatuses, getSeedCounts } from "../../store/results.js";
+import { securityCounts } from "../../store/security.js";
 import { getRunSpend } from "../../store/writer.js";
 import type { Actor } from "../runtime/actor.js";
 
@@ -67,7 +69,13 @@ export class ProgressWriter {
   /** Per run whose cells are all done: the ledger stream's last sequence when that was first seen. */
   private readonly ledgerMarks = new Map<string, number>();
 
-  constructor(private readonly o: ProgressOptions) {}
+  private readonly runs: TypedKv<typeof RunProgressSchema>;
+  private readonly cells: TypedKv<typeof CellProgressSchema>;
+
+  constructor(private readonly o: ProgressOptions) {
+    this.runs = new TypedKv(o.kv, RunProgressSchema, "run progress");
+    this.cells = new TypedKv(o.kv, CellProgressSchema, "cell progress");
+  }
 
   start(): void {
     this.schedule(this.o.intervalMs ?? 250);
@@ -96,13 +104,11 @@ export class ProgressWriter {
    * re-counted once, and finished if it is done.
    */
   async adoptOpenRuns(): Promise<void> {
-    // ProgressKeys.run(name) is `<prefix><token>`: the wildcard over every run is that prefix plus `*`.
-    const filter = `${ProgressKeys.run("_").slice(0, -1)}*`;
+    const filter = ProgressKeys.allRuns;
     const keys: string[] = [];
     for await (const k of await this.o.kv.keys(filter)) keys.push(k);
     for (const key of keys) {
-      const entry = await this.o.kv.get(key);
-      const p = readProgress(entry?.operation === "PUT" ? entry.value : undefined);
+      const p = (await this.runs.get(key).catch(() => null))?.value;
       if (p && (p.phase === "planned" || p.phase === "running" || p.phase === "draining"))
         this.markDirty(p.run);
     }
@@ -156,13 +162,25 @@ export class ProgressWriter {
         data: { ...f },
       });
     await revokeRunKeys(this.o.db, run);
-    await this.o.jobs?.delete(StateKeys.runKey(run));
+    // Attempt keys its dispatcher did not get to delete (a replica that died mid-attempt): revoked above already.
+    if (this.o.jobs) {
+      const left: string[] = [];
+      for await (const k of await this.o.jobs.keys(StateKeys.attemptKeysOfRun(run))) left.push(k);
+      for (const k of left) await this.o.jobs.delete(k);
+    }
   }
 
   /** Recount one run and write its key. Returns whether the run is finished. */
   async updateRun(run: string): Promise<boolean> {
     const t0 = performance.now();
-    const [counts, spend] = await Promise.all([getCellStatuses(this.o.db, run), getRunSpend(this.o.db, run)]);
+    const [counts, spentSoFar, security, seedSoFar, infraFailures] = await Promise.all([
+      getCellStatuses(this.o.db, run),
+      getRunSpend(this.o.db, run),
+      securityCounts(this.o.db, run),
+      getSeedCounts(this.o.db, run),
+      countInfraFailures(this.o.db, run),
+    ]);
+    const securityEvents = Object.values(security).reduce((a, b) => a + b, 0);
     const n = (s: string) => Number(counts[s] ?? 0);
     const c = {
       completed: n("completed"),
@@ -175,67 +193,95 @@ export class ProgressWriter {
     const cellsDone = totalCells > 0 && c.pending + c.running === 0;
     const done =
       cellsDone &&
-      (this.o.waitForScores === false || spend.awaitingScore === 0) &&
+      (this.o.waitForScores === false || spentSoFar.awaitingScore === 0) &&
       (await this.ledgerLanded(run));
     if (!cellsDone) this.ledgerMarks.delete(run);
-    const money = `spent $${nanoToUsd(spend.totalNanoUsd)} (billable $${nanoToUsd(spend.billableNanoUsd)})`;
-    const tally = `${c.completed} completed, ${c.failed} failed, ${c.skipped} skipped`;
-    const key = ProgressKeys.run(run);
-    for (let i = 0; i < CAS_TRIES; i++) {
-      const entry = await this.o.kv.get(key);
-      const prev = readProgress(entry?.operation === "PUT" ? entry.value : undefined);
-      let phase: RunProgress["phase"] = prev?.phase ?? "running";
-      if (done && phase !== "cancelled") phase = "finished";
-      else if (!done && (phase === "finished" || phase === "rejected")) phase = "running";
-      // A planned run becomes running once any cell has moved.
-      else if (!done && phase === "planned" && c.pending < totalCells) phase = "running";
-      const message =
-        phase === "finished"
-          ? `finished: ${tally} of ${totalCells} cells; ${money}`
-          : `${totalCells} cells: ${tally}, ${c.running} running, ${c.pending} pending; ${money}${
-              cellsDone && spend.awaitingScore > 0 ? `; ${spend.awaitingScore} attempts awaiting grades` : ""
-            }`;
-      const next: RunProgress = {
-        ...(prev ?? { budgetNanoUsd: null }),
-        type: MessageTypes.runProgress,
-        run,
-        phase,
-        message,
-        totalCells,
-        ...c,
-        totalCostNanoUsd: spend.totalNanoUsd,
-        billableCostNanoUsd: spend.billableNanoUsd,
-        updatedAt: new Date().toISOString(),
-      };
-      const finishing = phase === "finished" && prev?.phase !== "finished";
-      // Before the key says finished: a writer that dies in between leaves the run unfinished, so the next one
-      // (adoptOpenRuns) reconciles it; after, nothing would ever look at the run again. Reconciling twice is
-      // harmless (upserts, an idempotent revoke).
-      if (finishing) await this.reconcile(run);
-      try {
-        if (entry) await this.o.kv.update(key, JSON.stringify(next), entry.revision);
-        else await this.o.kv.create(key, JSON.stringify(next));
-      } catch (err) {
-        if (i === CAS_TRIES - 1) throw err;
-        continue; // someone else wrote the key between our read and write: merge again
-      }
-      if (finishing) {
-        await this.o.actor.publishEvent({
-          run,
-          kind: "finished",
-          message: `run ${run} finished: ${tally} of ${totalCells} cells; ${money}`,
-          data: {
-            totalCells,
-            ...c,
-            totalCostNanoUsd: spend.totalNanoUsd,
-            billableCostNanoUsd: spend.billableNanoUsd,
-          },
-        });
-      }
-      this.o.log.debug({ run, phase, ms: Math.round(performance.now() - t0) }, "run progress");
-      return phase === "finished" || phase === "cancelled";
+    let spend = spentSoFar;
+    let seed = seedSoFar;
+    // Every call has landed that will: the calls no shim could meter (killed, or cut off after the send) settle from
+    // the gateway's spend log now, so the run's figures and its reconciliation include them.
+    if (done && (await settleFromGateway(this.o.db, run)) > 0) {
+      spend = await getRunSpend(this.o.db, run);
+      seed = await getSeedCounts(this.o.db, run);
     }
-    return false;
+    const money = `spent $${nanoToUsd(spend.totalNanoUsd)} (billable $${nanoToUsd(spend.billableNanoUsd)})`;
+    const key = ProgressKeys.run(run);
+    const written = await compareAndSet(
+      this.runs,
+      key,
+      async (entry) => {
+        const prev = entry?.value ?? null;
+        // The seed's counters (OrchestratorProgress): completed = passed (exit_class pass), failed = fail or a kill,
+        // skipped = the budget cap's skips plus the cells an earlier submission already completed; a cell awaiting
+        // its grade is not counted yet. The top-level counts stay run_state's (cells by status), which watch, the
+        // dashboard and the finish condition read.
+        const already = prev?.alreadyCompleted ?? 0;
+        const alreadyPassed = prev?.alreadyPassed ?? 0;
+        const seedCounters = {
+          completed: Math.max(0, seed.pass - alreadyPassed),
+          failed: Math.max(0, seed.notPass - (already - alreadyPassed)),
+          skipped: seed.skipped + already,
+        };
+        const counters = c;
+        const tally = `${counters.completed} completed, ${counters.failed} failed, ${counters.skipped} skipped`;
+        let phase: RunProgress["phase"] = prev?.phase ?? "running";
+        if (done && phase !== "cancelled") phase = "finished";
+        else if (!done && (phase === "finished" || phase === "rejected")) phase = "running";
+        // A planned run becomes running once any cell has moved.
+        else if (!done && phase === "planned" && c.pending < totalCells) phase = "running";
+        const refused =
+          (infraFailures > 0
+            ? `; ${infraFailures} infrastructure failures (not the model's; out of the resolved rate)`
+            : "") +
+          (securityEvents > 0 ? `; ${securityEvents} forged messages refused (security events)` : "");
+        const message =
+          phase === "finished"
+            ? `finished: ${tally} of ${totalCells} cells; ${money}${refused}`
+            : `${totalCells} cells: ${tally}, ${counters.running} running, ${counters.pending} pending; ${money}${
+                cellsDone && spend.awaitingScore > 0
+                  ? `; ${spend.awaitingScore} attempts awaiting grades`
+                  : ""
+              }${refused}`;
+        const next: RunProgress = {
+          ...(prev ?? { budgetNanoUsd: null }),
+          type: MessageTypes.runProgress,
+          run,
+          phase,
+          message,
+          totalCells,
+          ...counters,
+          seed: seedCounters,
+          errors: seed.errors,
+          totalCostNanoUsd: spend.totalNanoUsd,
+          billableCostNanoUsd: spend.billableNanoUsd,
+          securityEvents,
+          infraFailures,
+          updatedAt: new Date().toISOString(),
+        };
+        const finishing = phase === "finished" && prev?.phase !== "finished";
+        // Before the key says finished: a writer that dies in between leaves the run unfinished, so the next one
+        // (adoptOpenRuns) reconciles it; after, nothing would ever look at the run again. Reconciling twice (a
+        // lost compare-and-set decides again) is harmless: upserts, an idempotent revoke.
+        if (finishing) await this.reconcile(run);
+        return { write: next, result: { phase, finishing, tally, counters } };
+      },
+      { tries: CAS_TRIES },
+    );
+    if (written.finishing) {
+      await this.o.actor.publishEvent({
+        run,
+        kind: "finished",
+        message: `run ${run} finished: ${written.tally} of ${totalCells} cells; ${money}`,
+        data: {
+          totalCells,
+          ...written.counters,
+          totalCostNanoUsd: spend.totalNanoUsd,
+          billableCostNanoUsd: spend.billableNanoUsd,
+        },
+      });
+    }
+    this.o.log.debug({ run, phase: written.phase, ms: Math.round(performance.now() - t0) }, "run progress");
+    return written.phase === "finished" || written.phase === "cancelled";
   }
 
   /**
@@ -265,8 +311,8 @@ export class ProgressWriter {
     await Promise.all(
       cells.map(async (f) => {
         const key = ProgressKeys.cell(f.run, f.cellId);
-        const entry = await this.o.kv.get(key);
-        const prev = readCell(entry?.operation === "PUT" ? entry.value : undefined);
+        // A record this version cannot read is replaced: the cell's final state is what matters now.
+        const prev = (await this.cells.get(key).catch(() => null))?.value;
         const value: CellProgress = {
           type: MessageTypes.cellProgress,
           run: f.run,
@@ -279,28 +325,8 @@ export class ProgressWriter {
           updatedAt: new Date().toISOString(),
           ...(f.detail ? { detail: f.detail } : {}),
         };
-        await this.o.kv.put(key, JSON.stringify(value));
+        await this.cells.put(key, value);
       }),
     );
-  }
-}
-
-function readProgress(value: Uint8Array | undefined): RunProgress | null {
-  if (!value || value.length === 0) return null;
-  try {
-    const r = RunProgressSchema.safeParse(JSON.parse(new TextDecoder().decode(value)));
-    return r.success ? r.data : null;
-  } catch {
-    return null;
-  }
-}
-
-function readCell(value: Uint8Array | undefined): CellProgress | null {
-  if (!value || value.length === 0) return null;
-  try {
-    const r = CellProgressSchema.safeParse(JSON.parse(new TextDecoder().decode(value)));
-    return r.success ? r.data : null;
-  } catch {
-    return null;
   }
 }

@@ -7,7 +7,13 @@ import {
   MessageTypes,
   type Verdict,
 } from "../../protocol/messages.js";
-import { type AttemptClass, classifyAttempt } from "../../protocol/retry.js";
+import {
+  type AttemptClass,
+  classifyAttempt,
+  GRADE_INFRA_ERROR_CLASS,
+  isInfraErrorClass,
+  retriesOf,
+} from "../../protocol/retry.js";
 import type { AttemptResultRow, CellStatus } from "../../store/results.js";
 import type { GradeUpdate, VerdictUpdate } from "../../store/writer.js";
 
@@ -54,6 +60,7 @@ export function attemptRow(
   work: CellWork | null,
   cls: AttemptClass,
   scoring: Scoring,
+  base = baseOf(work),
 ): AttemptResultRow {
   let errorClass = cls.errorClass;
   // A gradable outcome whose patch is missing or empty is scored now: it failed, and says why.
@@ -72,8 +79,8 @@ export function attemptRow(
     traceId: work?.traceId ?? null,
     exitClass: cls.exitClass,
     // success is partial credit from the grade; an attempt that will not be scored has none, 0. A retrying
-    // attempt is not an outcome yet.
-    success: scoring !== null || !cls.final ? null : 0,
+    // attempt is not an outcome yet, and one the environment ended is not the model's: no score either.
+    success: scoring !== null || !cls.final || isInfraErrorClass(cls.errorClass) ? null : 0,
     errorClass,
     errorMessage: r.errorMessage,
     latencyMs: r.latencyMs,
@@ -88,6 +95,7 @@ export function attemptRow(
       finished_at: r.finishedAt,
       reported_usage: r.usage,
       harness_reported_cost_nano_usd: r.harnessReportedCostNanoUsd,
+      sandbox: r.sandbox ?? null,
       phases: r.phases.map((p) => ({
         name: p.name,
         trace_id: p.traceId,
@@ -101,7 +109,8 @@ export function attemptRow(
     harnessStdout: r.stdout,
     harnessStderr: r.stderr,
     timestamp: r.finishedAt,
-    retryCount: r.attempt,
+    // retries within the cell's submission, not the attempt number (which goes on across a resume)
+    retryCount: retriesOf(r.attempt, base),
     costMode: costModeOf(work),
     status: r.status,
     patchHash: r.patchHash,
@@ -126,8 +135,17 @@ export function cellStatusOf(
   return { status: "completed", error: null };
 }
 
-export function classify(r: AttemptResult): AttemptClass {
-  return classifyAttempt(r.status, r.attempt);
+/**
+ * The attempt's class under its run's timeout_policy (carried on the cell's work record), its retries counted from
+ * `base`, the first attempt of its submission (the dispatcher's claim says; default: the work record's).
+ */
+export function classify(r: AttemptResult, work: CellWork | null = null, base = baseOf(work)): AttemptClass {
+  return classifyAttempt(r.status, retriesOf(r.attempt, base), { timeoutPolicy: work?.timeoutPolicy });
+}
+
+/** The first attempt of the cell's submission as its work record says (a resumed cell's starts past 0). */
+function baseOf(work: CellWork | null): number {
+  return work?.firstAttempt ?? 0;
 }
 
 export function gradeJobOf(r: AttemptResult, work: CellWork): GradeJob {
@@ -217,7 +235,7 @@ export function gradeUpdateOf(g: GradeResult): GradeUpdate {
       resolved: null,
       exitClass: "retryable_kill",
       success: null,
-      errorClass: "grade_infra_failure",
+      errorClass: GRADE_INFRA_ERROR_CLASS,
     };
   return {
     ...base,

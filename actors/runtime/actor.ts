@@ -1,14 +1,16 @@
 import { randomUUID } from "node:crypto";
 import { hostname } from "node:os";
+import { setTimeout as sleep } from "node:timers/promises";
 import type { ConsumerMessages, JsMsg } from "@nats-io/jetstream";
 import type { z } from "zod";
+import type { Logger } from "../../lib/log.js";
+import { watchQueue } from "../../lib/metrics.js";
+import type { Plane } from "../../plane/connect.js";
 import { decodeJson } from "../../protocol/decode.js";
 import { ErrorCode, EvalfleetError, toEvalfleetError, ValidationError } from "../../protocol/errors.js";
-import type { Logger } from "../../protocol/log.js";
 import { type Heartbeat, MessageTypes, type RunEvent } from "../../protocol/messages.js";
 import { ProgressKeys, Subjects } from "../../protocol/subjects.js";
 import type { ConsumerDef } from "../../protocol/topology.js";
-import type { Plane } from "./connect.js";
 
 /** The lifecycle of an actor, as an explicit state machine. */
 export type ActorState = "starting" | "running" | "draining" | "stopped" | "failed";
@@ -29,6 +31,12 @@ export interface ConsumeOptions<S extends z.ZodType> {
   schema: S;
   /** Human name of the message for error texts. */
   what: string;
+  /**
+   * The one subject a message with this body may arrive on. A message whose body names another run, cell or attempt
+   * than its subject is refused as invalid: publish permissions are per subject (a task's NATS user may publish only
+   * on its own attempt's), so the body must not claim more than the subject it was allowed.
+   */
+  subjectOf?: (value: z.output<S>) => string;
   /** Parse the raw body instead of JSON + schema (the planner takes YAML too). */
   decode?: (data: Uint8Array, msg: JsMsg) => z.output<S>;
   /** Handle one message; its durable effect must be committed before it returns. */
@@ -50,6 +58,8 @@ const RETRY_DELAYS_MS = [250, 1_000, 5_000, 15_000, 30_000];
  * protects nothing; it only kept work stalled for 15 to 30 s after a few seconds of outage. Short, capped, jittered.
  */
 const UNAVAILABLE_DELAYS_MS = [250, 500, 1_000, 2_000];
+/** Storage full lasts until someone frees space: try again every few seconds, without burning through deliveries. */
+const STORAGE_FULL_DELAYS_MS = [1_000, 2_000, 5_000, 10_000];
 
 /** How long a message waits before its next delivery after the handler failed on delivery `attempts`. */
 export function retryDelayMs(
@@ -57,7 +67,12 @@ export function retryDelayMs(
   attempts: number,
   random: () => number = Math.random,
 ): number {
-  const table = err.code === ErrorCode.Unavailable ? UNAVAILABLE_DELAYS_MS : RETRY_DELAYS_MS;
+  const table =
+    err.code === ErrorCode.StorageFull
+      ? STORAGE_FULL_DELAYS_MS
+      : err.code === ErrorCode.Unavailable
+        ? UNAVAILABLE_DELAYS_MS
+        : RETRY_DELAYS_MS;
   const base = table[Math.min(Math.max(1, attempts) - 1, table.length - 1)] ?? 30_000;
   return Math.round(base * (0.8 + 0.4 * random()));
 }
@@ -74,6 +89,9 @@ export class Actor {
   private readonly loops: Promise<void>[] = [];
   private readonly subs: ConsumerMessages[] = [];
   private inFlight = 0;
+  /** why work is held up (storage full), until a message is handled again */
+  private blocked: string | undefined;
+  private blockedAtMs = 0;
   private handled = 0;
   private failed = 0;
   private heartbeatTimer: NodeJS.Timeout | undefined;
@@ -81,6 +99,7 @@ export class Actor {
   private resolveStopped!: (cause: string) => void;
   /** Resolves (never rejects) with why the actor stopped. */
   readonly stopped: Promise<string>;
+  private readonly unwatch: Array<() => void> = [];
 
   constructor(
     readonly name: string,
@@ -115,10 +134,52 @@ export class Actor {
     const consumer = await this.plane.js.consumers.get(opts.def.stream, opts.def.durable);
     const batchSize = opts.batchSize ?? 1;
     const maxMessages = Math.max(opts.concurrency ?? 1, batchSize) * 2;
-    const messages = await consumer.consume({ max_messages: Math.min(maxMessages, opts.def.maxAckPending) });
+    // A consumer or stream deleted under us ends the loop (the actor fails, its process is restarted and makes the
+    // topology again) instead of waiting for someone to put it back.
+    const messages = await consumer.consume({
+      max_messages: Math.min(maxMessages, opts.def.maxAckPending),
+      abort_on_missing_resource: true,
+    });
     this.subs.push(messages);
+    // /metrics: the consumer's backlog, read when scraped, until this actor stops.
+    this.unwatch.push(
+      watchQueue(opts.def.stream, opts.def.durable, async () => {
+        const info = await consumer.info();
+        return { pending: info.num_pending, ackPending: info.num_ack_pending };
+      }),
+    );
     const loop = opts.handleBatch ? this.batchLoop(messages, opts) : this.concurrentLoop(messages, opts);
-    this.loops.push(loop.catch((err) => this.log.error({ err }, "consume loop failed")));
+    // A consume loop ends only when the actor drains. One that throws, or ends while the actor still runs (its
+    // consumer deleted, the connection closed for good), leaves an actor that takes no more work: it fails, and
+    // its process exits non-zero so a supervisor starts another (RunningActors.failed).
+    this.loops.push(
+      loop.then(
+        () => this.loopEnded(opts.def.durable, null),
+        (err: unknown) => this.loopEnded(opts.def.durable, err),
+      ),
+    );
+  }
+
+  /**
+   * Run `fn` now and then every `intervalMs` until the actor drains. A failing tick is logged and the next one still
+   * comes; the loop counts as in-flight work only while a tick runs, so a drain waits for that tick and no more.
+   */
+  every(what: string, intervalMs: number, fn: (signal: AbortSignal) => Promise<void>): void {
+    const signal = this.abort.signal;
+    const loop = (async () => {
+      while (!signal.aborted && this._state !== "draining") {
+        this.inFlight++;
+        try {
+          await fn(signal);
+        } catch (err) {
+          if (!signal.aborted) this.log.warn({ err, what }, `${what} failed; next try in ${intervalMs} ms`);
+        } finally {
+          this.inFlight--;
+        }
+        await sleep(intervalMs, undefined, { signal }).catch(() => {});
+      }
+    })();
+    this.loops.push(loop);
   }
 
   private async concurrentLoop<S extends z.ZodType>(
@@ -168,7 +229,15 @@ export class Actor {
   }
 
   private decodeOne<S extends z.ZodType>(msg: JsMsg, opts: ConsumeOptions<S>): z.output<S> {
-    return opts.decode ? opts.decode(msg.data, msg) : decodeJson(opts.schema, msg.data, opts.what);
+    const value = opts.decode ? opts.decode(msg.data, msg) : decodeJson(opts.schema, msg.data, opts.what);
+    const want = opts.subjectOf?.(value);
+    if (want !== undefined && want !== msg.subject)
+      throw new ValidationError(
+        ErrorCode.InvalidMessage,
+        `${opts.what} arrived on ${msg.subject} but its body belongs on ${want}: refused (a publisher may speak only for the attempt its subject names)`,
+        [{ path: "subject", reason: `expected ${want}` }],
+      );
+    return value;
   }
 
   private delivery<T>(msg: JsMsg, value: T): Delivery<T> {
@@ -189,8 +258,9 @@ export class Actor {
       await opts.handle!(this.delivery(msg, value));
       await msg.ackAck().catch(() => msg.ack());
       this.handled++;
+      this.unblocked();
     } catch (err) {
-      await this.fail(msg, opts, toEvalfleetError(err));
+      await this.failMessage(msg, opts, toEvalfleetError(err));
     } finally {
       this.inFlight--;
     }
@@ -204,7 +274,7 @@ export class Actor {
         try {
           ok.push({ msg, d: this.delivery(msg, this.decodeOne(msg, opts)) });
         } catch (err) {
-          await this.fail(msg, opts, toEvalfleetError(err));
+          await this.failMessage(msg, opts, toEvalfleetError(err));
         }
       }
       if (ok.length === 0) return;
@@ -212,16 +282,17 @@ export class Actor {
         await opts.handleBatch!(ok.map((o) => o.d));
         for (const o of ok) o.msg.ack();
         this.handled += ok.length;
+        this.unblocked();
       } catch (err) {
         const e = toEvalfleetError(err);
-        for (const o of ok) await this.fail(o.msg, opts, e);
+        for (const o of ok) await this.failMessage(o.msg, opts, e);
       }
     } finally {
       this.inFlight -= msgs.length;
     }
   }
 
-  private async fail<S extends z.ZodType>(
+  private async failMessage<S extends z.ZodType>(
     msg: JsMsg,
     opts: ConsumeOptions<S>,
     err: EvalfleetError,
@@ -239,11 +310,53 @@ export class Actor {
       return;
     }
     const delay = retryDelayMs(err, attempts);
-    this.log.warn(
-      { subject: msg.subject, code: err.code, err: err.message, attempts, delay },
-      "handler failed; will retry",
-    );
+    if (err.code === ErrorCode.StorageFull) this.holdUp(err.message);
+    else
+      this.log.warn(
+        { subject: msg.subject, code: err.code, err: err.message, attempts, delay },
+        "handler failed; will retry",
+      );
     msg.nak(delay);
+  }
+
+  /**
+   * JetStream has no room: every write fails alike, so say it once (and in the heartbeat, which `status` shows once
+   * a write gets through again), not once per message; the messages wait and are tried again.
+   */
+  private holdUp(why: string): void {
+    if (this.blocked === undefined)
+      this.log.error({ actor: this.name }, `${this.name} is held up, taking no new work: ${why}`);
+    this.blocked = why;
+    this.blockedAtMs = Date.now();
+  }
+
+  private async loopEnded(consumer: string, err: unknown): Promise<void> {
+    if (this._state !== "running" && this._state !== "starting") return;
+    const why = err
+      ? `the ${consumer} consume loop failed: ${err instanceof Error ? err.message : String(err)}`
+      : `the ${consumer} consume loop ended while the actor was running`;
+    this.log.error({ err, consumer }, why);
+    await this.fail(why);
+  }
+
+  /** Stop taking work because the actor can no longer do it: state `failed`, `stopped` resolves with the cause. */
+  async fail(cause: string): Promise<void> {
+    if (this._state === "stopped" || this._state === "failed") return;
+    this._state = "failed";
+    for (const s of this.subs) s.stop();
+    this.abort.abort(new EvalfleetError(ErrorCode.Unavailable, cause));
+    await this.heartbeat();
+    clearInterval(this.heartbeatTimer);
+    this.resolveStopped(`failed: ${cause}`);
+  }
+
+  private unblocked(): void {
+    if (this.blocked === undefined) return;
+    this.log.info(
+      { actor: this.name, heldUpMs: Date.now() - this.blockedAtMs },
+      `${this.name} takes work again (JetStream has room)`,
+    );
+    this.blocked = undefined;
   }
 
   /** Publish a run event (the user-visible log of a run). */
@@ -264,6 +377,7 @@ export class Actor {
       at: new Date().toISOString(),
       handled: this.handled,
       failed: this.failed,
+      ...(this.blocked ? { blocked: this.blocked } : {}),
     };
     try {
       await this.plane.kv.progress.put(ProgressKeys.actor(this.name, this.id), JSON.stringify(hb));
@@ -277,10 +391,12 @@ export class Actor {
    * redelivered to another replica since they were never acked).
    */
   async drain(deadlineMs = 10_000, cause = "drained"): Promise<string> {
-    if (this._state === "stopped" || this._state === "draining") return await this.stopped;
+    if (this._state === "stopped" || this._state === "draining" || this._state === "failed")
+      return await this.stopped;
     this._state = "draining";
     await this.heartbeat();
     for (const s of this.subs) s.stop();
+    for (const u of this.unwatch) u();
     const deadline = Date.now() + deadlineMs;
     while (this.inFlight > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 25));
     this.abort.abort(new EvalfleetError("EF_UNAVAILABLE", "actor draining"));

@@ -1,6 +1,6 @@
 import type { z } from "zod";
+import type { Plane } from "../../plane/connect.js";
 import { decodeJson } from "../../protocol/decode.js";
-import type { Plane } from "./connect.js";
 
 /** A value the planner put in the jobs bucket, validated; null when absent. */
 export async function readJob<S extends z.ZodType>(

@@ -15,6 +15,13 @@ import { PORTS, type SecurityGroups } from "./security.js";
 export const EVAL_ASG_NAME = "evalfleet-eval-hosts";
 export const CLUSTER_NAME = "evalfleet";
 export const HARNESS_FAMILY = "evalfleet-harness";
+/** The harness task's containers: the dispatcher's overrides and the attempt's exit code are the task container's. */
+export const HARNESS_TASK_CONTAINER = "task";
+export const HARNESS_CONTAINER = "harness";
+/** The gateway's Cloud Map name: harness tasks, the dispatcher and the judge reach it there. */
+const GATEWAY_URL = `http://gateway.svc.evalfleet.internal:${PORTS.gateway}`;
+const ATTEMPT_VOLUME = "attempt";
+const ATTEMPT_MOUNT = "/attempt";
 export const ACTORS = ["planner", "dispatcher", "results-writer", "grader-supervisor", "judge"] as const;
 
 /** The eval-host AMI from packer/eval-host.pkr.hcl, by id (one region per deployment, so no lookup). */
@@ -83,7 +90,19 @@ export class Compute extends Construct {
     });
   }
 
-  /** The harness task: one attempt per task, a job reference in its environment, no AWS permissions at all. */
+  /**
+   * The harness task: one attempt per Fargate task, two containers sharing the task's network namespace and one
+   * ephemeral volume (`/attempt`), and nothing else:
+   *
+   * - `task` (essential, uid 10001) runs `evalfleet task`: it gets the job reference as RunTask overrides, holds
+   *   the attempt's credentials, prepares the workdir, runs the shim on 127.0.0.1 and hands the harness its command
+   *   through the volume; when it exits, ECS stops the whole task.
+   * - `harness` (uid 10002, no secrets, no AWS role to speak of) runs `evalfleet harness-runner`: it waits for that
+   *   command, runs it in its own process group and reports its exit. Its own root filesystem (the instance image),
+   *   its own process namespace: it cannot read the task container's environment or files.
+   *
+   * The task role has no permissions at all: a task talks to NATS (its per-attempt user) and the gateway only.
+   */
   private harness(): ecs.FargateTaskDefinition {
     const td = new ecs.FargateTaskDefinition(this, "HarnessTask", {
       family: HARNESS_FAMILY,
@@ -94,21 +113,43 @@ export class Compute extends Construct {
         cpuArchitecture: ecs.CpuArchitecture.X86_64,
         operatingSystemFamily: ecs.OperatingSystemFamily.LINUX,
       },
+      volumes: [{ name: ATTEMPT_VOLUME }],
     });
-    td.addContainer("harness", {
-      containerName: "harness",
-      image: this.props.images.image("harness", td.obtainExecutionRole()),
+    const image = this.props.images.image("harness", td.obtainExecutionRole());
+    const logGroup = this.logGroup("harness");
+    const task = td.addContainer(HARNESS_TASK_CONTAINER, {
+      containerName: HARNESS_TASK_CONTAINER,
+      image,
+      command: ["task"],
+      user: "10001:10001",
       essential: true,
-      logging: ecs.LogDrivers.awsLogs({ streamPrefix: "harness", logGroup: this.logGroup("harness") }),
+      logging: ecs.LogDrivers.awsLogs({ streamPrefix: "task", logGroup }),
       environment: {
         NATS_URL: this.props.natsUrl,
-        EVALFLEET_GATEWAY_URL: `http://gateway.svc.evalfleet.internal:${PORTS.gateway}`,
+        EVALFLEET_GATEWAY_URL: GATEWAY_URL,
+        EVALFLEET_HARNESS_RUNNER: ATTEMPT_MOUNT,
+        EVALFLEET_WORKDIR: `${ATTEMPT_MOUNT}/work`,
       },
     });
+    task.addMountPoints({ containerPath: ATTEMPT_MOUNT, sourceVolume: ATTEMPT_VOLUME, readOnly: false });
+    const harness = td.addContainer(HARNESS_CONTAINER, {
+      containerName: HARNESS_CONTAINER,
+      image,
+      command: ["harness-runner", ATTEMPT_MOUNT],
+      // Its own user; the evalfleet group lets it write the workdir the task prepared (group-writable) and read
+      // the command the task left for it, nothing the task keeps for itself.
+      user: "10002:10001",
+      // Not essential: its end is the task's to observe (exit code, output), not a reason to kill the task.
+      essential: false,
+      logging: ecs.LogDrivers.awsLogs({ streamPrefix: "harness", logGroup }),
+    });
+    harness.addMountPoints({ containerPath: ATTEMPT_MOUNT, sourceVolume: ATTEMPT_VOLUME, readOnly: false });
+    // The runner waits on the volume, so it may start first; the task container must exist when it looks.
+    harness.addContainerDependencies({ container: task, condition: ecs.ContainerDependencyCondition.START });
     ack(
       td,
       "AwsSolutions-ECS2",
-      "Environment carries only endpoints (NATS, gateway); the job reference arrives as RunTask overrides, credentials never in env.",
+      "Environment carries only endpoints (NATS, gateway) and paths; the job reference arrives as RunTask overrides, credentials never in env.",
     );
     return td;
   }
@@ -208,8 +249,13 @@ export class Compute extends Construct {
         streamPrefix: "eval-worker",
         logGroup: this.logGroup("eval-worker"),
       }),
-      environment: { NATS_URL: this.props.natsUrl, NATS_USER: "grader-supervisor" },
-      secrets: { NATS_PASSWORD: ecs.Secret.fromSecretsManager(this.props.data.natsSecrets.actors) },
+      command: ["eval-worker"],
+      environment: { NATS_URL: this.props.natsUrl },
+      secrets: {
+        ...planeUserSecrets(this.props.data),
+        // The grade cache and the tasks' validation records live in PostgreSQL.
+        ...databaseSecrets(this.props.data),
+      },
     });
     c.addMountPoints({ containerPath: "/var/run/docker.sock", sourceVolume: "docker-sock", readOnly: false });
     ack(
@@ -222,6 +268,9 @@ export class Compute extends Construct {
       taskDefinition: task,
       daemon: true,
       serviceName: "evalfleet-eval-worker",
+      // A daemon replaces its task on each host in place; a failing image must stop the deployment early.
+      minHealthyPercent: 0,
+      circuitBreaker: { rollback: true },
     });
     return { asg, task };
   }
@@ -233,7 +282,6 @@ export class Compute extends Construct {
       cpu: 1024,
       memoryLimitMiB: 2048,
     });
-    const needsDb = actor === "planner" || actor === "results-writer";
     td.addContainer(actor, {
       containerName: actor,
       image: images.image("actors", td.obtainExecutionRole()),
@@ -241,26 +289,27 @@ export class Compute extends Construct {
       essential: true,
       readonlyRootFilesystem: true,
       logging: ecs.LogDrivers.awsLogs({ streamPrefix: actor, logGroup: this.logGroup(actor) }),
+      // Each actor gets what its role reads (config/roles.ts) and nothing else; test/unit/deploy-roles.test.ts
+      // holds the template to that.
       environment: {
         NATS_URL: this.props.natsUrl,
-        NATS_USER: actor,
-        EVALFLEET_ECS_CLUSTER: CLUSTER_NAME,
-        EVALFLEET_EVAL_ASG: EVAL_ASG_NAME,
-        EVALFLEET_HARNESS_TASK_FAMILY: HARNESS_FAMILY,
-        EVALFLEET_TASK_SUBNETS: network.vpc.selectSubnets(network.taskSubnets).subnetIds.join(","),
-        EVALFLEET_TASK_SECURITY_GROUP: sgs.task.securityGroupId,
-        EVALFLEET_GATEWAY_URL: `http://gateway.svc.evalfleet.internal:${PORTS.gateway}`,
+        ...actorEnvFor(actor, {
+          subnets: network.vpc.selectSubnets(network.taskSubnets).subnetIds,
+          securityGroup: sgs.task.securityGroupId,
+          evalHostsMax: this.props.config.evalHostsMax,
+        }),
       },
       secrets: {
-        NATS_PASSWORD: ecs.Secret.fromSecretsManager(data.natsSecrets.actors),
-        ...(needsDb
+        ...planeUserSecrets(data),
+        // The dispatcher alone holds the account's signing key: it mints each attempt's NATS user.
+        ...(actor === "dispatcher"
           ? {
-              PGHOST: ecs.Secret.fromSecretsManager(data.db.secret!, "host"),
-              PGPORT: ecs.Secret.fromSecretsManager(data.db.secret!, "port"),
-              PGUSER: ecs.Secret.fromSecretsManager(data.db.secret!, "username"),
-              PGPASSWORD: ecs.Secret.fromSecretsManager(data.db.secret!, "password"),
+              NATS_ACCOUNT: ecs.Secret.fromSecretsManager(data.natsSecrets.signer, "account"),
+              NATS_SIGNING_KEY: ecs.Secret.fromSecretsManager(data.natsSecrets.signer, "signingKey"),
             }
           : {}),
+        // Every actor shares its state with the others: a deployed role never falls back to an embedded database.
+        ...databaseSecrets(data),
       },
     });
     ack(
@@ -273,6 +322,9 @@ export class Compute extends Construct {
       serviceName: `evalfleet-${actor}`,
       taskDefinition: td,
       desiredCount: 1,
+      // A replacement starts before the old task stops: every actor is safe to run twice for a moment.
+      minHealthyPercent: 100,
+      maxHealthyPercent: 200,
       vpcSubnets: network.controlSubnets,
       securityGroups: [sgs.actor],
       assignPublicIp: false,
@@ -295,14 +347,22 @@ export class Compute extends Construct {
       readonlyRootFilesystem: true,
       portMappings: [{ containerPort: PORTS.gateway }],
       logging: ecs.LogDrivers.awsLogs({ streamPrefix: "gateway", logGroup: this.logGroup("gateway") }),
-      environment: { NATS_URL: this.props.natsUrl, NATS_USER: "gateway", PORT: String(PORTS.gateway) },
+      environment: {
+        NATS_URL: this.props.natsUrl,
+        // Every address of the task: Cloud Map resolves its name to the task's ENI, never to loopback.
+        EVALFLEET_GATEWAY_HOST: "0.0.0.0",
+        EVALFLEET_GATEWAY_PORT: String(PORTS.gateway),
+        ...(this.props.config.providerBaseUrls.anthropic
+          ? { ANTHROPIC_BASE_URL: this.props.config.providerBaseUrls.anthropic }
+          : {}),
+        ...(this.props.config.providerBaseUrls.openai
+          ? { OPENAI_BASE_URL: this.props.config.providerBaseUrls.openai }
+          : {}),
+      },
       secrets: {
         PROVIDER_KEYS: ecs.Secret.fromSecretsManager(data.providerKeys),
-        NATS_PASSWORD: ecs.Secret.fromSecretsManager(data.natsSecrets.gateway),
-        PGHOST: ecs.Secret.fromSecretsManager(data.db.secret!, "host"),
-        PGPORT: ecs.Secret.fromSecretsManager(data.db.secret!, "port"),
-        PGUSER: ecs.Secret.fromSecretsManager(data.db.secret!, "username"),
-        PGPASSWORD: ecs.Secret.fromSecretsManager(data.db.secret!, "password"),
+        ...planeUserSecrets(data),
+        ...databaseSecrets(data),
       },
     });
     ack(
@@ -315,6 +375,8 @@ export class Compute extends Construct {
       serviceName: "evalfleet-gateway",
       taskDefinition: td,
       desiredCount: 2,
+      minHealthyPercent: 50,
+      maxHealthyPercent: 200,
       vpcSubnets: network.egressSubnets,
       securityGroups: [sgs.gateway],
       assignPublicIp: false,
@@ -415,4 +477,55 @@ export class Compute extends Construct {
       "The group's UUID is assigned at creation; the name pins it.",
     );
   }
+}
+
+/** Where each actor's own settings differ: what its role reads beyond NATS and the database. */
+function actorEnvFor(
+  actor: (typeof ACTORS)[number],
+  o: { subnets: string[]; securityGroup: string; evalHostsMax: number },
+): Record<string, string> {
+  switch (actor) {
+    case "dispatcher":
+      return {
+        EVALFLEET_BACKEND: "ecs",
+        EVALFLEET_ECS_CLUSTER: CLUSTER_NAME,
+        EVALFLEET_HARNESS_TASK_FAMILY: HARNESS_FAMILY,
+        // The job reference and the attempt's NATS user go to the task container, never the harness container.
+        EVALFLEET_HARNESS_CONTAINER: HARNESS_TASK_CONTAINER,
+        EVALFLEET_TASK_SUBNETS: o.subnets.join(","),
+        EVALFLEET_TASK_SECURITY_GROUPS: o.securityGroup,
+        EVALFLEET_GATEWAY_URL: GATEWAY_URL,
+      };
+    case "grader-supervisor":
+      // Fargate has no Docker: this replica scales the eval tier, the eval workers on it grade.
+      return {
+        EVALFLEET_GRADE_JOBS: "none",
+        EVALFLEET_EVAL_ASG: EVAL_ASG_NAME,
+        EVALFLEET_EVAL_HOSTS_MAX: String(o.evalHostsMax),
+      };
+    case "judge":
+      return { EVALFLEET_GATEWAY_URL: GATEWAY_URL };
+    default:
+      return {};
+  }
+}
+
+/** The Aurora credential's fields as libpq's variables (config/common.ts reads them). */
+function databaseSecrets(data: Data): Record<string, ecs.Secret> {
+  const secret = data.db.secret!;
+  return {
+    PGHOST: ecs.Secret.fromSecretsManager(secret, "host"),
+    PGPORT: ecs.Secret.fromSecretsManager(secret, "port"),
+    PGUSER: ecs.Secret.fromSecretsManager(secret, "username"),
+    PGPASSWORD: ecs.Secret.fromSecretsManager(secret, "password"),
+    PGDATABASE: ecs.Secret.fromSecretsManager(secret, "dbname"),
+  };
+}
+
+/** The plane user (deploy/lib/nats-auth.ts) every plane process connects as: its JWT and nkey seed. */
+function planeUserSecrets(data: Data): Record<string, ecs.Secret> {
+  return {
+    NATS_JWT: ecs.Secret.fromSecretsManager(data.natsSecrets.plane, "jwt"),
+    NATS_NKEY_SEED: ecs.Secret.fromSecretsManager(data.natsSecrets.plane, "seed"),
+  };
 }

@@ -15,6 +15,11 @@ export interface DeployConfig {
   natsVolumeGiB: number;
   /** Hours a harness task may live before the nightly guard stops it. */
   guardMaxTaskAgeHours: number;
+  /**
+   * Where the gateway sends each provider's calls, when not to the provider's own API (a proxy, a compatible
+   * server; the rehearsal's scripted provider). Absent: the providers' public endpoints.
+   */
+  providerBaseUrls: Partial<Record<"anthropic" | "openai", string>>;
 }
 
 export const IMAGE_NAMES = ["harness", "actors", "gateway", "eval-worker", "nats"] as const;
@@ -44,7 +49,19 @@ export function readConfig(node: Node): DeployConfig {
     const v = ctx(k);
     return v === undefined ? d : Number(v);
   };
+  const urls = ctx("providerBaseUrls");
+  const providerBaseUrls = (typeof urls === "string" ? JSON.parse(urls) : (urls ?? {})) as Record<
+    string,
+    unknown
+  >;
+  for (const [k, v] of Object.entries(providerBaseUrls)) {
+    if ((k !== "anthropic" && k !== "openai") || typeof v !== "string" || !/^https?:\/\/[^\s]+$/.test(v))
+      throw new Error(
+        `context providerBaseUrls.${k} must be an http(s) URL for "anthropic" or "openai", got ${JSON.stringify(v)}`,
+      );
+  }
   return {
+    providerBaseUrls: providerBaseUrls as DeployConfig["providerBaseUrls"],
     evalHostAmiId: ami,
     images,
     evalHostInstanceType: String(ctx("evalHostInstanceType") ?? "m7i.4xlarge"),

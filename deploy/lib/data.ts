@@ -6,8 +6,15 @@ import { Construct } from "constructs";
 import { ack } from "./nag.js";
 import type { Network } from "./network.js";
 
-/** The roles that get a NATS password of their own (harness tasks get per-attempt nkeys instead). */
-export const NATS_SECRET_ROLES = ["actors", "gateway", "route", "system"] as const;
+/**
+ * NATS secrets: the cluster's route password (generated), and the operator-mode auth made once by `evalfleet
+ * nats-accounts` (deploy/lib/nats-auth.ts): the servers' auth lines, the plane user, the dispatcher's signing key.
+ * Harness tasks get a user per attempt, minted by the dispatcher; no role has a password.
+ */
+/** The database Aurora creates, and the `dbname` of its secret. */
+export const DATABASE_NAME = "evalfleet";
+
+export const NATS_SECRET_ROLES = ["route", "server-auth", "plane", "signer"] as const;
 export type NatsSecretRole = (typeof NATS_SECRET_ROLES)[number];
 
 /**
@@ -23,6 +30,16 @@ export class Data extends Construct {
   constructor(scope: Construct, id: string, props: { network: Network; dbSg: ec2.SecurityGroup }) {
     super(scope, id);
     this.dbSg = props.dbSg;
+    // The secret names the database too (dbname), so every process reads all of libpq's settings from it.
+    const credential = new rds.DatabaseSecret(this, "AuroraSecret", {
+      username: "evalfleet",
+      dbname: DATABASE_NAME,
+    });
+    ack(
+      credential,
+      "AwsSolutions-SMG4",
+      "The database credential is rotated by the operator runbook between runs; a rotation Lambda would need egress the VPC does not have.",
+    );
     this.db = new rds.DatabaseCluster(this, "Aurora", {
       engine: rds.DatabaseClusterEngine.auroraPostgres({ version: rds.AuroraPostgresEngineVersion.VER_16_6 }),
       writer: rds.ClusterInstance.serverlessV2("writer"),
@@ -32,8 +49,8 @@ export class Data extends Construct {
       vpc: props.network.vpc,
       vpcSubnets: props.network.controlSubnets,
       securityGroups: [props.dbSg],
-      credentials: rds.Credentials.fromGeneratedSecret("evalfleet"),
-      defaultDatabaseName: "evalfleet",
+      credentials: rds.Credentials.fromSecret(credential),
+      defaultDatabaseName: DATABASE_NAME,
       port: 5433,
       storageEncrypted: true,
       iamAuthentication: true,
@@ -42,11 +59,6 @@ export class Data extends Construct {
       cloudwatchLogsExports: ["postgresql"],
       removalPolicy: RemovalPolicy.SNAPSHOT,
     });
-    ack(
-      this.db,
-      "AwsSolutions-SMG4",
-      "The database credential is rotated by the operator runbook between runs; a rotation Lambda would need egress the VPC does not have.",
-    );
 
     this.providerKeys = new secrets.Secret(this, "ProviderKeys", {
       description: "Model-provider API keys, read only by the gateway (filled in by the operator)",
@@ -60,13 +72,18 @@ export class Data extends Construct {
     this.natsSecrets = Object.fromEntries(
       NATS_SECRET_ROLES.map((role) => {
         const s = new secrets.Secret(this, `Nats-${role}`, {
-          description: `NATS password for the ${role} role`,
-          generateSecretString: { passwordLength: 40, excludePunctuation: true },
+          description:
+            role === "route"
+              ? "NATS cluster route password"
+              : `NATS ${role} (filled in by the operator from \`evalfleet nats-accounts\`)`,
+          ...(role === "route"
+            ? { generateSecretString: { passwordLength: 40, excludePunctuation: true } }
+            : {}),
         });
         ack(
           s,
           "AwsSolutions-SMG4",
-          "NATS passwords are rotated by re-deploying the NATS config; the server cannot take a rotation Lambda's new value live.",
+          "NATS keys are rotated by re-signing the accounts (evalfleet nats-accounts) and rolling the nodes; a rotation Lambda cannot re-sign them.",
         );
         return [role, s];
       }),

@@ -98,17 +98,22 @@ export class NightlyGuard extends Construct {
       role,
       logGroup,
       reservedConcurrentExecutions: 1,
-      environment: {
-        CLUSTER: props.clusterName,
-        ASG_NAME: props.asgName,
-        MAX_AGE_HOURS: String(props.maxTaskAgeHours),
-      },
     });
     this.fn.node.addDependency(policy);
     new events.Rule(this, "Nightly", {
       description: "evalfleet nightly guard: stop leftover harness tasks, eval tier to zero",
       schedule: events.Schedule.cron({ minute: "0", hour: "4" }),
-      targets: [new targets.LambdaFunction(this.fn, { retryAttempts: 2 })],
+      // What to guard travels in the event, not the function's environment: the guard has no settings to read.
+      targets: [
+        new targets.LambdaFunction(this.fn, {
+          retryAttempts: 2,
+          event: events.RuleTargetInput.fromObject({
+            cluster: props.clusterName,
+            asgName: props.asgName,
+            maxAgeHours: props.maxTaskAgeHours,
+          }),
+        }),
+      ],
     });
   }
 }
@@ -118,10 +123,12 @@ export const GUARD_SOURCE = `
 const { ECSClient, ListTasksCommand, DescribeTasksCommand, StopTaskCommand } = require("@aws-sdk/client-ecs");
 const { AutoScalingClient, UpdateAutoScalingGroupCommand } = require("@aws-sdk/client-auto-scaling");
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-exports.handler = async () => {
+exports.handler = async (event) => {
+  const { cluster, asgName, maxAgeHours } = event || {};
+  if (!cluster || !asgName || !(Number(maxAgeHours) > 0))
+    throw new Error("evalfleet guard: the event must carry cluster, asgName and maxAgeHours (the stack's schedule sends them)");
   const ecs = new ECSClient({});
-  const cluster = process.env.CLUSTER;
-  const cutoff = Date.now() - Number(process.env.MAX_AGE_HOURS) * 3600 * 1000;
+  const cutoff = Date.now() - Number(maxAgeHours) * 3600 * 1000;
   const arns = [];
   let nextToken;
   do {
@@ -143,7 +150,7 @@ exports.handler = async () => {
     catch (e) { console.log(JSON.stringify({ msg: "stop failed", task, error: String(e) })); }
     await sleep(50);
   }
-  await new AutoScalingClient({}).send(new UpdateAutoScalingGroupCommand({ AutoScalingGroupName: process.env.ASG_NAME, MinSize: 0, DesiredCapacity: 0 }));
+  await new AutoScalingClient({}).send(new UpdateAutoScalingGroupCommand({ AutoScalingGroupName: asgName, MinSize: 0, DesiredCapacity: 0 }));
   const report = { running: arns.length, stale: stale.length, stopped, evalCapacity: 0 };
   console.log(JSON.stringify(report));
   return report;

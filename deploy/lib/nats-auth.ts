@@ -1,136 +1,24 @@
-import { ProgressKeys, StateKeys, Subjects } from "../../protocol/subjects.js";
-import { Buckets } from "../../protocol/topology.js";
-
 /**
- * The NATS authorization for evalfleet, generated so the deployed servers and the integration tests (with a real
- * nats-server) use the same text. Three accounts, one per role:
+ * The deployed NATS cluster's authorization: the same operator mode `evalfleet up` and the tests run
+ * (plane/nats-auth.ts), so nothing connects anonymously and the dispatcher mints each attempt's user.
  *
- * - ACTORS holds JetStream (every stream, bucket and object store) and the actor users.
- * - GATEWAY holds the gateway replicas; it reaches the pacer buckets through imports.
- * - TASKS holds one user per attempt. A task user may publish only its own attempt's subjects: its ledger and
- *   attempt-result subjects, its own progress key, reads of its own job (its cell, its run's config and key, its
- *   task's spec: what `evalfleet task` fetches), and its pool's pacer key. Everything else is denied by omission. Those subjects reach ACTORS' streams through service imports (so JetStream's publish
- *   acks and direct-get replies come back), and each user's replies arrive on its own inbox prefix, so one task can
- *   never read another's.
+ * The keys are made once per deployment (`evalfleet nats-accounts DIR`) and kept in Secrets Manager, never in
+ * the template (deploy/lib/data.ts `natsSecrets`):
  *
- * Per-attempt users are static config (nats-server 2.9 applies permission templates only to JWT users): the
- * dispatcher adds a task's user (an nkey, so no secret lands in the config) before launching it and reloads.
+ * - `server-auth`: the operator-mode lines (operator JWT, system account, the resolver preload with both accounts'
+ *   JWTs). Public keys and signed claims only; each NATS node writes it to /etc/nats/auth.conf at boot.
+ * - `plane`: `{"jwt","seed"}` of the plane user (every permission in the account): actors, gateway and eval workers
+ *   get it as NATS_JWT + NATS_NKEY_SEED.
+ * - `signer`: `{"account","signingKey"}`: the account's public key and a signing key seed. The dispatcher alone gets it
+ *   (NATS_ACCOUNT + NATS_SIGNING_KEY) and mints with it, per attempt, a user JWT that expires with the attempt and
+ *   may only do that attempt's things; the ECS backend hands it to the attempt's task container (docs/security.md §5).
+ *
+ * A user signed with the signing key is accepted by every node without a restart or reload: a node checks its
+ * signature against the account JWT it already has. The operator and account seeds are needed only to re-sign the
+ * accounts (rotation), so they stay with whoever ran `evalfleet nats-accounts`.
  */
 
-/** A password in the config: a `$VAR` reference resolved from the server's environment, or a bcrypt hash. */
-export type Secret = { env: string } | { bcrypt: string };
-
-export interface TaskIdentity {
-  run: string;
-  cell: string;
-  attempt: number;
-  pool: string;
-  /** the cell's task id: the task reads that one spec of its run */
-  task: string;
-}
-
-export interface TaskCredential {
-  task: TaskIdentity;
-  /** The task's nkey public key (U…); the seed stays with the task. */
-  nkey: string;
-}
-
-export interface NatsAuthInput {
-  actors: Array<{ user: string; password: Secret }>;
-  gateway: Array<{ user: string; password: Secret }>;
-  tasks: TaskCredential[];
-  /** The system account user, for monitoring and `nats server` commands. */
-  system?: { user: string; password: Secret };
-}
-
-export interface Permissions {
-  publish: { allow: string[] };
-  subscribe: { allow: string[] };
-}
-
-const kv = (bucket: string, key: string): string => `$KV.${bucket}.${key}`;
-const directGet = (bucket: string, key: string): string =>
-  `$JS.API.DIRECT.GET.KV_${bucket}.${kv(bucket, key)}`;
-const streamInfo = (bucket: string): string => `$JS.API.STREAM.INFO.KV_${bucket}`;
-
-/** The inbox prefix a task user must connect with (nats.js `inboxPrefix`): replies to it go there and nowhere else. */
-export function taskInboxPrefix(t: TaskIdentity): string {
-  return `_INBOX_${taskUserName(t).replace(/[^A-Za-z0-9_-]/g, "_")}`;
-}
-
-export function taskUserName(t: TaskIdentity): string {
-  return `task.${Subjects.ledger.one(t.run, t.cell).slice("ledger.".length)}.${t.attempt}`;
-}
-
-/** What one attempt's task may do, and nothing more. */
-export function taskPermissions(t: TaskIdentity): Permissions {
-  return {
-    publish: {
-      allow: [
-        Subjects.ledger.one(t.run, t.cell),
-        Subjects.attempts.one(t.run, t.cell),
-        kv(Buckets.progress.name, ProgressKeys.cell(t.run, t.cell)),
-        directGet(Buckets.jobs.name, StateKeys.job(t.run, t.cell)),
-        directGet(Buckets.jobs.name, StateKeys.jobRun(t.run)),
-        directGet(Buckets.jobs.name, StateKeys.jobTask(t.run, t.task)),
-        directGet(Buckets.jobs.name, StateKeys.runKey(t.run)),
-        kv(Buckets.pacer.name, StateKeys.pacerPool(t.pool)),
-        directGet(Buckets.pacer.name, StateKeys.pacerPool(t.pool)),
-        // Opening a KV handle reads the bucket's config; the info carries no keys or values.
-        ...[Buckets.progress.name, Buckets.jobs.name, Buckets.pacer.name].map(streamInfo),
-      ],
-    },
-    subscribe: { allow: [`${taskInboxPrefix(t)}.>`, Subjects.attemptSignal(t.run, t.cell, t.attempt)] },
-  };
-}
-
-/** Subjects TASKS users can reach in ACTORS (the union of what any task may publish; users narrow it). */
-const TASK_SERVICES = [
-  Subjects.ledger.all,
-  Subjects.attempts.all,
-  `$KV.${Buckets.progress.name}.cell.>`,
-  `$JS.API.DIRECT.GET.KV_${Buckets.jobs.name}.>`,
-  `$KV.${Buckets.pacer.name}.>`,
-  `$JS.API.DIRECT.GET.KV_${Buckets.pacer.name}.>`,
-  ...[Buckets.progress.name, Buckets.jobs.name, Buckets.pacer.name].map(streamInfo),
-];
-const GATEWAY_SERVICES = [
-  `$KV.${Buckets.pacer.name}.>`,
-  `$JS.API.DIRECT.GET.KV_${Buckets.pacer.name}.>`,
-  `$KV.${Buckets.progress.name}.>`,
-  streamInfo(Buckets.pacer.name),
-  streamInfo(Buckets.progress.name),
-];
-const SIGNALS = "signal.>";
-
-/** The `accounts { … }` block as a plain object (rendered by `renderNatsConf`). */
-export function natsAuthorization(input: NatsAuthInput): Record<string, unknown> {
-  const users = (list: Array<{ user: string; password: Secret }>) =>
-    list.map((u) => ({ user: u.user, password: u.password }));
-  const accounts: Record<string, unknown> = {
-    ACTORS: {
-      jetstream: "enabled",
-      users: users(input.actors),
-      exports: [
-        ...[...new Set([...TASK_SERVICES, ...GATEWAY_SERVICES])].map((subject) => ({ service: subject })),
-        { stream: SIGNALS },
-      ],
-    },
-    GATEWAY: {
-      users: users(input.gateway),
-      imports: GATEWAY_SERVICES.map((subject) => ({ service: { account: "ACTORS", subject } })),
-    },
-    TASKS: {
-      users: input.tasks.map((c) => ({ nkey: c.nkey, permissions: taskPermissions(c.task) })),
-      imports: [
-        ...TASK_SERVICES.map((subject) => ({ service: { account: "ACTORS", subject } })),
-        { stream: { account: "ACTORS", subject: SIGNALS } },
-      ],
-    },
-  };
-  if (input.system) accounts.SYS = { users: users([input.system]) };
-  return { accounts, ...(input.system ? { system_account: "SYS" } : {}) };
-}
+export { type DeployedNatsSecrets, deployedNatsSecrets } from "../../plane/nats-auth.js";
 
 /** Render a config object in nats-server's syntax. `{ env: "X" }` becomes an unquoted `$X` variable reference. */
 export function renderNatsConf(obj: Record<string, unknown>, indent = ""): string {
@@ -172,7 +60,11 @@ export interface NatsServerOptions {
   maxFileStore: number;
   /** The route password (literal; the deployed config carries a placeholder the host fills from Secrets Manager). */
   routePassword: string;
-  /** Path of the authorization file (accounts), included so it can be replaced and reloaded on its own. */
+  /**
+   * The authorization file (accounts), included so it can be replaced and reloaded on its own. nats-server reads
+   * an include relative to the including file's folder (an absolute path is joined to it, not used as is), so
+   * this is a name beside the server config.
+   */
   authFile: string;
 }
 
@@ -192,5 +84,9 @@ export function natsServerConfig(o: NatsServerOptions): string {
       routes: o.peers.map((p) => `nats-route://route:${encodeURIComponent(o.routePassword)}@${p}:6222`),
     },
   };
+  if (o.authFile.includes("/"))
+    throw new Error(
+      `authFile must be a file name beside the server config (nats-server joins include paths to its folder), got ${o.authFile}`,
+    );
   return `${renderNatsConf(conf)}\ninclude ${JSON.stringify(o.authFile)}\n`;
 }

@@ -8,7 +8,7 @@ import type { DeployConfig } from "./config.js";
 import type { Data } from "./data.js";
 import type { Images } from "./images.js";
 import { ack } from "./nag.js";
-import { natsAuthorization, natsServerConfig, renderNatsConf } from "./nats-auth.js";
+import { natsServerConfig } from "./nats-auth.js";
 import type { Network } from "./network.js";
 import { PORTS, type SecurityGroups } from "./security.js";
 
@@ -16,22 +16,6 @@ export const NATS_ZONE = "nats.evalfleet.internal";
 const NODES = 3;
 // Letters only: it must survive URL-encoding in the route URLs unchanged, so one sed replaces every use.
 const ROUTE_PASSWORD_PLACEHOLDER = "ROUTEPASSWORDPLACEHOLDER";
-
-/** The initial authorization: actor and gateway users read their passwords from the server's environment. */
-export function deployedNatsAuth(): string {
-  return renderNatsConf(
-    natsAuthorization({
-      actors: ["planner", "dispatcher", "results-writer", "grader-supervisor", "judge"].map((user) => ({
-        user,
-        password: { env: "NATS_ACTORS_PASSWORD" },
-      })),
-      gateway: [{ user: "gateway", password: { env: "NATS_GATEWAY_PASSWORD" } }],
-      // Task users are added per attempt by the dispatcher (nkeys), then the servers reload.
-      tasks: [],
-      system: { user: "sys", password: { env: "NATS_SYSTEM_PASSWORD" } },
-    }),
-  );
-}
 
 /**
  * A three-node NATS JetStream cluster on EC2. Each node's JetStream store is its own encrypted EBS volume, created
@@ -62,11 +46,12 @@ export class NatsCluster extends Construct {
       "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/AmazonSSMManagedInstanceCore]",
       "Session Manager instead of SSH: NATS hosts have no key pairs and no SSH port.",
     );
-    for (const s of Object.values(data.natsSecrets)) s.grantRead(role);
+    // The route password and the servers' auth lines; never the plane user or the signing key.
+    data.natsSecrets.route.grantRead(role);
+    data.natsSecrets["server-auth"].grantRead(role);
     images.grantPull("nats", role);
 
     const subnets = network.vpc.selectSubnets(network.controlSubnets).subnets;
-    const authConf = deployedNatsAuth();
     for (let i = 0; i < NODES; i++) {
       const subnet = subnets[i % subnets.length]!;
       const volume = new ec2.Volume(this, `Data${i}`, {
@@ -81,12 +66,13 @@ export class NatsCluster extends Construct {
         peers: hosts,
         storeDir: "/data/jetstream",
         maxFileStore: Math.floor(config.natsVolumeGiB * 0.8 * 1024 ** 3),
-        authFile: "/etc/nats/auth.conf",
+        // Written to /etc/nats/auth.conf by the boot script; included relative to /etc/nats/nats.conf.
+        authFile: "auth.conf",
         routePassword: ROUTE_PASSWORD_PLACEHOLDER,
       });
       const userData = ec2.UserData.forLinux();
       userData.addCommands(
-        ...bootScript({ volumeId: volume.volumeId, serverConf, authConf, image: images.uri("nats"), data }),
+        ...bootScript({ volumeId: volume.volumeId, serverConf, image: images.uri("nats"), data }),
       );
       const instance = new ec2.Instance(this, `Node${i}`, {
         vpc: network.vpc,
@@ -126,13 +112,7 @@ export class NatsCluster extends Construct {
 }
 
 /** First-boot script: mount the data volume (formatting it only when blank), write the config, run nats-server. */
-function bootScript(o: {
-  volumeId: string;
-  serverConf: string;
-  authConf: string;
-  image: string;
-  data: Data;
-}): string[] {
+function bootScript(o: { volumeId: string; serverConf: string; image: string; data: Data }): string[] {
   const secret = (s: { secretArn: string }) =>
     `$(aws secretsmanager get-secret-value --secret-id ${s.secretArn} --query SecretString --output text)`;
   const registry = o.image.split("/")[0];
@@ -146,12 +126,11 @@ function bootScript(o: {
     'mkdir -p /data && mount "$DEV" /data && echo "UUID=$(blkid -s UUID -o value $DEV) /data xfs defaults,nofail 0 2" >> /etc/fstab',
     "mkdir -p /data/jetstream /etc/nats && chmod 700 /etc/nats",
     `cat > /etc/nats/nats.conf <<'NATSCONF'\n${o.serverConf}NATSCONF`,
-    `cat > /etc/nats/auth.conf <<'AUTHCONF'\n${o.authConf}\nAUTHCONF`,
+    // Operator mode (deploy/lib/nats-auth.ts): the operator JWT, the system account and both account JWTs.
+    `printf '%s\\n' "${secret(o.data.natsSecrets["server-auth"])}" > /etc/nats/auth.conf`,
     `ROUTE_PW=${secret(o.data.natsSecrets.route)}`,
     `sed -i "s|${ROUTE_PASSWORD_PLACEHOLDER}|$ROUTE_PW|g" /etc/nats/nats.conf && chmod 600 /etc/nats/*.conf`,
-    `cat > /etc/nats/env <<ENVFILE\nNATS_ACTORS_PASSWORD=${secret(o.data.natsSecrets.actors)}\nNATS_GATEWAY_PASSWORD=${secret(o.data.natsSecrets.gateway)}\nNATS_SYSTEM_PASSWORD=${secret(o.data.natsSecrets.system)}\nENVFILE`,
-    "chmod 600 /etc/nats/env",
     `aws ecr get-login-password | docker login --username AWS --password-stdin ${registry}`,
-    `docker run -d --name nats --restart always --network host --env-file /etc/nats/env -v /etc/nats:/etc/nats:ro -v /data:/data ${o.image} -c /etc/nats/nats.conf`,
+    `docker run -d --name nats --restart always --network host -v /etc/nats:/etc/nats:ro -v /data:/data ${o.image} -c /etc/nats/nats.conf`,
   ];
 }

@@ -51,9 +51,10 @@ export class SecurityGroups extends Construct {
       this.gateway.addIngressRule(g, ec2.Port.tcp(PORTS.gateway), "model calls through the gateway");
       g.addEgressRule(this.gateway, ec2.Port.tcp(PORTS.gateway), "gateway");
     }
-    for (const g of [this.actor, this.gateway]) {
+    for (const g of [this.actor, this.gateway, this.evalHost]) {
       this.db.addIngressRule(g, ec2.Port.tcp(PORTS.db), "PostgreSQL");
-      g.addEgressRule(this.db, ec2.Port.tcp(PORTS.db), "PostgreSQL");
+      // The gateway's group allows all egress already (it calls providers on the internet).
+      if (g !== this.gateway) g.addEgressRule(this.db, ec2.Port.tcp(PORTS.db), "PostgreSQL");
     }
   }
 }

@@ -7,6 +7,7 @@ import { NightlyGuard } from "./guard.js";
 import { Images } from "./images.js";
 import { NatsCluster } from "./nats.js";
 import { Network } from "./network.js";
+import { PackerBuildProfile } from "./packer.js";
 import { SecurityGroups } from "./security.js";
 
 /** The whole evalfleet deployment in one stack: network, registries, data, NATS, compute, the nightly guard. */
@@ -32,6 +33,7 @@ export class EvalfleetStack extends Stack {
       data,
       natsUrl: this.nats.url,
     });
+    new PackerBuildProfile(this, "PackerBuild", images);
     new NightlyGuard(this, "Guard", {
       clusterName: CLUSTER_NAME,
       clusterArn: this.compute.cluster.clusterArn,

@@ -3,7 +3,7 @@ import type { Migration } from "./types.js";
 
 /*
  * The planner's fleet sizing reads each pool's latest ledger calls every 15 s (actors/planner/fleet.ts
- * observePool): across runs by (pool, created_at), within a run by (run_name, pool, created_at). Without these the
+ * poolObservations in store/ledger.ts): across runs by (pool, created_at), within a run by (run_name, pool, created_at). Without these the
  * query scans the whole ledger, which grows by millions of rows per large run.
  */
 const STATEMENTS = [

@@ -1,5 +1,5 @@
+import type { Logger } from "../../lib/log.js";
 import { ErrorCode, EvalfleetError } from "../../protocol/errors.js";
-import type { Logger } from "../../protocol/log.js";
 import type { Db } from "../db.js";
 import { type ColumnSpec, quote, type TableSpec } from "./types.js";
 

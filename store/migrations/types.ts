@@ -1,4 +1,4 @@
-import type { Logger } from "../../protocol/log.js";
+import type { Logger } from "../../lib/log.js";
 import type { Db } from "../db.js";
 
 export interface Migration {

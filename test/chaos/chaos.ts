@@ -25,21 +25,22 @@ import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { fileURLToPath } from "node:url";
 import pg from "pg";
-import { openPlane } from "../../actors/runtime/connect.js";
+import { openPlane } from "../../plane/connect.js";
 import { ProgressKeys, Subjects } from "../../protocol/subjects.js";
+import { seededRandom } from "../../report/bootstrap.js";
 import {
   type Reply,
   type ScriptedProvider,
   type ScriptedRequest,
   startScriptedProvider,
-} from "../../scripts/scripted-provider/index.js";
+} from "../../scripted-provider/index.js";
 import { type Db, openDb, quoteIdent } from "../../store/db.js";
 import { migrate } from "../../store/migrations.js";
 import { startNats, startNatsCluster } from "../helpers/nats.js";
 import { startBalancer } from "./balancer.js";
 import { type Check, type Incident, runChecks } from "./checks.js";
 import { cellsBySlug, harnessCommand, localCallOf, TaskKiller, writeLocalLibrary } from "./local.js";
-import { killMarked, PrivatePg, Proc, rng, stablePort, waitForLog } from "./procs.js";
+import { killMarked, PrivatePg, Proc, stablePort, waitForLog } from "./procs.js";
 
 const ROOT = fileURLToPath(new URL("../../", import.meta.url));
 const BIN = join(ROOT, "bin/evalfleet.js");
@@ -218,7 +219,7 @@ function report(extra: Record<string, unknown>): void {
 }
 
 const seed = Number(process.env.CHAOS_SEED ?? randomBytes(4).readUInt32BE(0));
-const rand = rng(seed);
+const rand = seededRandom(seed);
 process.stderr.write(`chaos seed ${seed} (CHAOS_SEED=${seed} reproduces the schedule)\n`);
 
 async function main(): Promise<Record<string, unknown>> {
@@ -307,7 +308,7 @@ async function scenario(
   cleanups.push(() => nats.cleanup());
   const natsUrl = nats.servers.join(",");
   note(`${mode}: nats`, "started", natsUrl);
-  const client = await openPlane({ servers: nats.servers, name: "chaos-client" });
+  const client = await openPlane({ nats: nats.settings, name: "chaos-client" });
   cleanups.push(() => client.close());
 
   // The scripted provider: the bill the ledger must equal. In the local scenario it also kills a task mid-call.
@@ -357,13 +358,18 @@ async function scenario(
   const baseEnv: NodeJS.ProcessEnv = {
     ...process.env,
     [MARK.name]: MARK.value,
-    NATS_URL: natsUrl,
+    ...nats.env,
+    // the dispatchers mint each attempt's NATS user with the account's signing key
+    NATS_ACCOUNT: nats.signer.account,
+    NATS_SIGNING_KEY: nats.signer.signingSeed,
     EVALFLEET_STREAM_REPLICAS: replicas,
     DATABASE_URL: dbUrl,
     EVALFLEET_LOG_LEVEL: "warn",
-    EVALFLEET_UPSTREAM_URL: balancer.url,
+    EVALFLEET_GATEWAY_URL: balancer.url,
     EVALFLEET_WORKDIR: join(dir, "work"),
     EVALFLEET_GIT_MIRRORS: join(dir, "mirrors"),
+    // the planner reads the run's library from this run's folder only
+    EVALFLEET_TASK_LIBRARY_ROOTS: dir,
   };
   // Nothing may carry a key of its own: tasks (and the sim) read the run's key from KV.
   delete baseEnv.EVALFLEET_RUN_KEY;
@@ -409,17 +415,23 @@ async function scenario(
       CHAOS_UPSTREAM_KEY: UPSTREAM_KEY,
       // its fleet pacer connects with one URL string
       NATS_URL: nats.servers[0],
+      NATS_CREDS: nats.creds,
     }),
   );
   const actors: Record<string, Proc> = {};
+  // The planner reads task libraries only under its roots: this scenario's is a temp folder.
   for (const name of ["planner", "results-writer", "grader-supervisor"])
-    actors[name] = mk(name, process.execPath, [BIN, "actor", name]);
+    actors[name] = mk(name, process.execPath, [BIN, "actor", name], { EVALFLEET_TASK_LIBRARY_ROOTS: lib });
   actors.dispatcher = mk("dispatcher", process.execPath, ["--import", "tsx", DISPATCHER_CHILD], {
     EVALFLEET_BACKEND: spec.backend,
     EVALFLEET_SIM_CALLS: String(SIM_CALLS),
     EVALFLEET_SIM_THINK_MS: "2500",
     // No TIMEOUT in the mix: an attempt > 0 then means a dead dispatcher's attempt was relaunched.
     EVALFLEET_SIM_MIX: "PATCH_READY=9,HARNESS_ERROR=1",
+    // What is under test is the plane's recovery, with a curl harness that reaches its shim directly: tasks run
+    // their harnesses as processes here, whatever container runtime answers (the container path has its own
+    // tests: hostile-harness, dispatcher-task).
+    EVALFLEET_SANDBOX: "process",
   });
   for (const g of gateways) g.start();
   await Promise.all(
@@ -446,6 +458,7 @@ async function scenario(
       tasks: ["*"],
       task_library_path: lib,
       repeats: spec.repeats,
+      unvalidated: true,
       parallel_runs: spec.parallel,
       budget_usd: spec.budgetUsd,
       max_cost_usd: spec.maxCostUsd,
@@ -463,10 +476,13 @@ async function scenario(
   const kinds = ["planner", "dispatcher", "results-writer", "grader-supervisor", "gateway", "nats-server"];
   if (privatePg && spec.crashPostgres) kinds.push("postgres");
   if (killer) kinds.push("task");
+  // A task is killed in the first third of the window: later, a run whose budget ran out may have no task left.
   const schedule = kinds
     .map((k) => ({
       kind: k,
-      atMs: Math.round(spec.killFromMs + rand() * (spec.killToMs - spec.killFromMs)),
+      atMs: Math.round(
+        spec.killFromMs + rand() * ((spec.killToMs - spec.killFromMs) / (k === "task" ? 3 : 1)),
+      ),
       downMs: Math.round(500 + rand() * 2_500),
     }))
     .sort((a, b) => a.atMs - b.atMs);
@@ -550,6 +566,13 @@ async function scenario(
   let counts: Record<string, number> = {};
   while (Date.now() - submittedAt < waitMs) {
     await sleep(2_000);
+    // A rejected run will never run: say why and stop waiting for it.
+    const planned = await client.kv.progress.get(ProgressKeys.run(run)).catch(() => null);
+    const verdict = planned && planned.length > 0 ? planned.json<{ phase?: string; message?: string }>() : {};
+    if (verdict.phase === "rejected") {
+      note(`${mode}: run`, "rejected", verdict.message ?? "");
+      break;
+    }
     try {
       const r = await db.query<{ status: string; n: string }>(
         "SELECT status, count(*)::text AS n FROM run_state WHERE run_name = $1 GROUP BY status",

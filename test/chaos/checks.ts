@@ -1,15 +1,16 @@
 /**
  * The invariants a chaos scenario is judged by, read from PostgreSQL, KV and the scripted provider once the run is
  * over: every run finished; one run_state row per cell and exactly one attempt row per cell that ran; no ledger row
- * lost or doubled (the ledger equals the provider's bill, call by call, except calls the ledger cannot know of —
- * each accounted for by the process that died holding it); the budget passed by no more than the reservations in
+ * lost or doubled (the ledger equals the provider's bill per key, exactly: a call no shim could meter settles from
+ * the gateway's spend log; the one exception is a call a SIGKILLed gateway replica held, which nobody metered); the budget passed by no more than the reservations in
  * flight; the gateway in every call's path; the ledger-vs-gateway reconciliation flagging nothing unexplained.
  */
 import type { BudgetState } from "../../actors/dispatcher/budget.js";
-import type { Plane } from "../../actors/runtime/connect.js";
+import type { Plane } from "../../plane/connect.js";
+import { usdToNano } from "../../protocol/money.js";
 import { ProgressKeys, StateKeys } from "../../protocol/subjects.js";
 import { Consumers, Streams } from "../../protocol/topology.js";
-import type { ScriptedProvider } from "../../scripts/scripted-provider/index.js";
+import type { ScriptedProvider } from "../../scripted-provider/index.js";
 import type { Db } from "../../store/db.js";
 
 export interface Check {
@@ -125,13 +126,7 @@ export async function runChecks(
     "SELECT cell_id, attempt, status FROM run_results WHERE run_name = $1",
     [run],
   );
-  const finalAttempt = new Map(finals.rows.map((r) => [r.cell_id, Number(r.attempt)]));
   const relaunchedCells = finals.rows.filter((r) => Number(r.attempt) > 0).length;
-  const killed = new Set(c.killedTasks.map((k) => key(k.cellId, k.attempt)));
-  // An attempt that died with its process: a task SIGKILLed here, or one its cell relaunched (the reaper does that
-  // for attempts whose dispatcher died; a killed task is retried as an infrastructure stop).
-  const diedWithProcess = (cell: string, attempt: number) =>
-    killed.has(key(cell, attempt)) || (finalAttempt.get(cell) ?? -1) > attempt;
 
   // 3. the gateway tier is in every call's path
   const bill = c.provider.bill();
@@ -187,13 +182,15 @@ export async function runChecks(
   const ledgerCalls = [...ledger.values()].reduce((a, t) => a + t.calls, 0);
   const ledgerCost = [...ledger.values()].reduce((a, t) => a + t.cost, 0n);
   // Calls a killed gateway replica left unsettled, per cell: a call the provider billed while the replica died
-  // never reached its shim (which retried it elsewhere), so the ledger cannot know it; the replica's row can.
+  // never reached its shim (which retried it elsewhere) and its replica's row holds a reservation, not a cost; nobody
+  // metered it. Every other call is in the ledger: the shim's row, or the gateway's for a call no shim could meter
+  // (a task SIGKILLed mid-call, a connection lost after the send), settled at the run's end.
   const stranded = await strandedGatewayRows(db, run, c.incidents);
   let doubled = 0;
   const doubledAt: string[] = [];
   let lostUnexplained = 0;
   const lostCells: string[] = [];
-  const explained = { task: 0, relaunched: 0, gateway: 0, cost: 0n };
+  const strandedBilled = { calls: 0, cost: 0n };
   for (const k of new Set([...billed.keys(), ...ledger.keys()])) {
     const b = billed.get(k) ?? { calls: 0, cost: 0n };
     const l = ledger.get(k) ?? { calls: 0, cost: 0n };
@@ -202,43 +199,47 @@ export async function runChecks(
       doubledAt.push(`${k} ledger ${l.calls}/${l.cost} bill ${b.calls}/${b.cost}`);
     }
     if (b.cost <= l.cost) continue;
-    const [cell = "", attempt = "0"] = k.split("#");
+    const [cell = ""] = k.split("#");
     const n = b.calls - l.calls;
     const strandedHere = stranded.get(cell) ?? 0;
-    if (killed.has(k)) explained.task += n;
-    else if (diedWithProcess(cell, Number(attempt))) explained.relaunched += n;
-    else if (n > 0 && strandedHere >= n) {
-      explained.gateway += n;
+    if (n > 0 && strandedHere >= n) {
+      strandedBilled.calls += n;
+      strandedBilled.cost += b.cost - l.cost;
       stranded.set(cell, strandedHere - n);
     } else {
       lostUnexplained += Math.max(1, n);
-      lostCells.push(k);
-      continue;
+      lostCells.push(`${k} ledger ${l.calls}/${l.cost} bill ${b.calls}/${b.cost}`);
     }
-    explained.cost += b.cost - l.cost;
   }
+  const settled = await db.query<{ status: string; n: string }>(
+    "SELECT status, count(*)::text AS n FROM ledger_calls WHERE run_name = $1 AND source = 'gateway' GROUP BY status",
+    [run],
+  );
+  const fromGateway = settled.rows.map((r) => `${r.status} ${r.n}`).join(", ") || "none";
   check(
     "no ledger row doubled (per attempt: ledger ≤ bill)",
     doubled === 0 && ledgerCalls <= billCalls,
     `ledger ${ledgerCalls} billed rows / bill ${billCalls} calls; ${doubled} extra rows${doubledAt.length ? ` (${doubledAt.slice(0, 5).join("; ")})` : ""}`,
   );
   check(
-    "no ledger row lost (except calls in flight in a process SIGKILLed holding them)",
+    "no ledger row lost (a killed task's calls settle from the gateway)",
     lostUnexplained === 0 && unattributed === 0,
-    `${lostUnexplained} unexplained${lostCells.length ? ` (${lostCells.slice(0, 5).join(", ")})` : ""}; ${unattributed} billed calls not attributable to an attempt; in flight in a SIGKILLed task ${explained.task}, in a relaunched attempt whose process died (sim: with its dispatcher) ${explained.relaunched}, in a SIGKILLed gateway replica ${explained.gateway}`,
+    `${lostUnexplained} lost${lostCells.length ? ` (${lostCells.slice(0, 5).join("; ")})` : ""}; ${unattributed} billed calls not attributable to an attempt; settled from the gateway's spend log: ${fromGateway}; in flight in a SIGKILLed gateway replica (metered by nobody) ${strandedBilled.calls}`,
   );
-  const exact = ledgerCost === billCost && ledgerCalls === billCalls;
+  // Exact per key. The one term no process can know is a call a SIGKILLed gateway replica held: the provider billed
+  // it, the replica died before metering it, and its shim saw only a reset connection.
+  const exact = ledgerCost + strandedBilled.cost === billCost;
   check(
-    "ledger total = provider bill (per key)",
-    exact || (lostUnexplained === 0 && doubled === 0 && ledgerCost + explained.cost === billCost),
-    `key ${c.upstreamKey}: ledger ${ledgerCost} nano-USD / bill ${billCost} nano-USD${exact ? " (exact)" : ` (Δ ${billCost - ledgerCost} = ${explained.cost} billed for the calls above, which their killed process never reported)`}; other keys billed: ${otherKeys.length}`,
+    "ledger total = provider bill (per key, exactly)",
+    exact && lostUnexplained === 0 && doubled === 0,
+    `key ${c.upstreamKey}: ledger ${ledgerCost} nano-USD / bill ${billCost} nano-USD${strandedBilled.calls > 0 ? ` (+ ${strandedBilled.cost} billed for ${strandedBilled.calls} calls a SIGKILLed gateway replica held unmetered)` : ""}${exact ? "" : ` (Δ ${billCost - ledgerCost - strandedBilled.cost})`}; other keys billed: ${otherKeys.length}`,
   );
 
   // 5. budget: billable spend may pass the cap by at most the reservations in flight
   const budgetEntry = await c.client.kv.budgets.get(StateKeys.budget(run)).catch(() => null);
   const budget = budgetEntry && budgetEntry.length > 0 ? budgetEntry.json<BudgetState>() : null;
-  const capNano = BigInt(Math.round(c.budgetUsd * 1e9));
-  const inFlight = BigInt(c.parallel + relaunchedCells) * BigInt(Math.round(c.maxCostUsd * 1e9));
+  const capNano = usdToNano(c.budgetUsd);
+  const inFlight = BigInt(c.parallel + relaunchedCells) * usdToNano(c.maxCostUsd);
   const over = billCost - capNano;
   check(
     "budget exceeded by no more than in-flight reservations",
@@ -271,15 +272,13 @@ export async function runChecks(
     );
   }
 
-  // 7. the results-writer's reconciliation (ledger vs the gateway's spend log, per cell) flagged only what a kill
-  // explains
-  const lostAnAttempt = (cell: string) =>
-    c.killedTasks.some((k) => k.cellId === cell) || (finalAttempt.get(cell) ?? 0) > 0;
-  const rec = await reconciliation(db, run, c.incidents, lostAnAttempt);
+  // 7. the results-writer's reconciliation (ledger vs the gateway's spend log, per cell): after the gateway's
+  // settlement only a row left pending (a replica killed mid-call, PostgreSQL down as it settled) can differ
+  const rec = await reconciliation(db, run, c.incidents);
   check(
     "run reconciled with the gateway: every cell, nothing flagged unexplained",
     rec.cells === results && rec.unexplained.length === 0,
-    `${rec.cells} cells reconciled of ${results}; ${rec.flagged} flagged: ${rec.byReason.pendingGateway} with a call a killed gateway replica never settled, ${rec.byReason.pendingPostgres} settled while PostgreSQL was down (row left pending), ${rec.byReason.killedAttempt} with an attempt whose process was SIGKILLed (its shim never reported a call the gateway saw); unexplained ${rec.unexplained.length}${rec.unexplained.length ? ` (${rec.unexplained.slice(0, 5).join("; ")})` : ""}`,
+    `${rec.cells} cells reconciled of ${results}; ${rec.flagged} flagged: ${rec.byReason.pendingGateway} with a call a killed gateway replica never settled, ${rec.byReason.pendingPostgres} settled while PostgreSQL was down (row left pending); unexplained ${rec.unexplained.length}${rec.unexplained.length ? ` (${rec.unexplained.slice(0, 5).join("; ")})` : ""}`,
   );
 
   return {
@@ -292,7 +291,7 @@ export async function runChecks(
       ledgerCostNanoUsd: String(ledgerCost),
       billCostNanoUsd: String(billCost),
       relaunchedCells,
-      lostWithKilledProcess: { ...explained, cost: String(explained.cost) },
+      strandedInKilledGateway: { calls: strandedBilled.calls, cost: String(strandedBilled.cost) },
       gatewayRows: Object.fromEntries(gw.rows.map((r) => [r.status, Number(r.n)])),
       shimTriesRetriedOnDeadGateway: failedOver,
       reconcileFlagged: rec.flagged,
@@ -325,12 +324,10 @@ async function reconciliation(
   db: Db,
   run: string,
   incidents: readonly Incident[],
-  /** the cell had an attempt that died with its process (a task killed, or a relaunch) */
-  lostAnAttempt: (cell: string) => boolean,
 ): Promise<{
   cells: number;
   flagged: number;
-  byReason: { pendingGateway: number; pendingPostgres: number; killedAttempt: number };
+  byReason: { pendingGateway: number; pendingPostgres: number };
   unexplained: string[];
 }> {
   const rows = await db.query<{ cell_id: string; ledger: string; gateway: string; flagged: boolean }>(
@@ -345,7 +342,7 @@ async function reconciliation(
   );
   const pendingAt = new Map<string, number[]>();
   for (const p of pending.rows) pendingAt.set(p.cell_id, [...(pendingAt.get(p.cell_id) ?? []), Number(p.at)]);
-  const byReason = { pendingGateway: 0, pendingPostgres: 0, killedAttempt: 0 };
+  const byReason = { pendingGateway: 0, pendingPostgres: 0 };
   const unexplained: string[] = [];
   let flagged = 0;
   for (const r of rows.rows) {
@@ -358,8 +355,7 @@ async function reconciliation(
     ) {
       if (at.some((t) => within(t, incidents, "gateway"))) byReason.pendingGateway++;
       else byReason.pendingPostgres++;
-    } else if (at.length === 0 && lostAnAttempt(r.cell_id)) byReason.killedAttempt++;
-    else
+    } else
       unexplained.push(
         `${r.cell_id}: ledger ${r.ledger} vs gateway ${r.gateway}${at.length ? `, ${at.length} pending` : ""}`,
       );

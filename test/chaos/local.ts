@@ -6,9 +6,9 @@
  */
 import { cp, readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { JobRefEnv } from "../../actors/dispatcher/backends/types.js";
 import { safeSlug } from "../../protocol/names.js";
-import type { ScriptedRequest } from "../../scripts/scripted-provider/index.js";
+import { JobRefEnv } from "../../protocol/task.js";
+import type { ScriptedRequest } from "../../scripted-provider/index.js";
 import { procEnv } from "./procs.js";
 
 /** Copies of the sample calc task (a failing test and a known fix) under distinct ids. */
@@ -43,7 +43,8 @@ export function harnessCommand(calls: number): string {
   ].join("\n");
 }
 
-const CALL = /fix (\S+)\/(\d+)\/home task (\d+) \(call (\d+)\)/;
+/** The harness names its HOME (`<cell>/<attempt>/harness/home`: see attemptDirs) and its task's pid in each prompt. */
+const CALL = /fix (\S+)\/(\d+)\/harness\/home task (\d+) \(call (\d+)\)/;
 
 /** Whose call a provider request is: the attempt folder's cell slug and attempt, and the task's pid. */
 export function localCallOf(

@@ -11,18 +11,6 @@ import { promisify } from "node:util";
 
 const exec = promisify(execFile);
 
-/** mulberry32: small, fast, reproducible from a printed seed. */
-export function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4_294_967_296;
-  };
-}
-
 /**
  * A restartable child process whose output goes to a log file. An exit nobody asked for (kill() was not called) is
  * reported to `onCrash`, as a supervisor would see it.

@@ -1,17 +1,49 @@
+import { readFileSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { connect, type NatsConnection } from "@nats-io/transport-node";
-import { freePort, NatsServerNode, type NodeSpec, writeNodeConfig } from "../../scripts/local/nats-server.js";
+import {
+  type ConnectionOptions,
+  connect,
+  credsAuthenticator,
+  type NatsConnection,
+} from "@nats-io/transport-node";
+import { type NatsSettings, natsAt } from "../../config/index.js";
+import {
+  freePort,
+  type LocalNatsAuth,
+  localNatsAuth,
+  NatsServerNode,
+  type NodeSpec,
+  writeNodeConfig,
+} from "../../local/nats-server.js";
+import type { AccountSigner } from "../../plane/nats-auth.js";
 
-export { freePort, NatsServerNode, natsServerBin } from "../../scripts/local/nats-server.js";
+export { freePort, NatsServerNode } from "../../local/nats-server.js";
 
-/** A running test nats-server (or cluster) and how to reach, restart and remove it. */
+/** The test rig's nats-server binary: NATS_SERVER_BIN when set (a test may read its own setup from the env). */
+const BIN = process.env.NATS_SERVER_BIN || undefined;
+
+/**
+ * A running test nats-server (or cluster) and how to reach, restart and remove it. Every test server runs in
+ * operator mode like `evalfleet up`'s (plane/nats-auth.ts): no anonymous connection; the test and the plane it
+ * starts connect as the plane user (`settings`, `connectOptions`, `env`), tasks as their attempt's user.
+ */
 export interface TestNats {
   url: string;
   /** All client URLs (one per node). */
   servers: string[];
   nodes: NatsServerNode[];
+  /** the plane user's `.creds` file */
+  creds: string;
+  /** the connection as NatsSettings, signing key included: `openPlane({ nats: nats.settings, … })`, actor settings */
+  settings: NatsSettings;
+  /** nats.js options for a raw `connect({ ...nats.connectOptions, … })` */
+  connectOptions: Pick<ConnectionOptions, "servers" | "authenticator">;
+  /** the variables that give a child process this connection: NATS_URL and NATS_CREDS */
+  env: { NATS_URL: string; NATS_CREDS: string };
+  /** the account's signing key, to mint attempt users (`natsSigner` of a dispatcher) */
+  signer: AccountSigner;
   connect(name?: string): Promise<NatsConnection>;
   restart(signal?: NodeJS.Signals): Promise<void>;
   cleanup(): Promise<void>;
@@ -23,7 +55,7 @@ export interface TestNats {
  * server and removes the store.
  */
 export async function startNats(
-  opts: { extraConfig?: string; port?: () => Promise<number> } = {},
+  opts: { extraConfig?: string; port?: () => Promise<number>; maxFileStore?: string } = {},
 ): Promise<TestNats> {
   const dir = await mkdtemp(join(tmpdir(), "ef-nats-"));
   const spec: NodeSpec = {
@@ -31,25 +63,23 @@ export async function startNats(
     port: await (opts.port ?? freePort)(),
     storeDir: join(dir, "store"),
     configFile: join(dir, "nats.conf"),
+    ...(opts.maxFileStore ? { maxFileStore: opts.maxFileStore } : {}),
   };
-  await writeNodeConfig(spec, [], undefined, opts.extraConfig ?? "");
-  const node = new NatsServerNode(spec);
+  const auth = await localNatsAuth(join(dir, "auth"));
+  await writeNodeConfig(spec, [], undefined, [auth.config, opts.extraConfig ?? ""].join("\n"));
+  const node = new NatsServerNode(spec, BIN);
   await node.start();
-  const opened: NatsConnection[] = [];
+  const { closeOpened, ...access } = accessOf([node.url], auth);
   return {
     url: node.url,
     servers: [node.url],
     nodes: [node],
-    async connect(name = "test") {
-      const nc = await connect({ servers: node.url, name, maxReconnectAttempts: -1, reconnectTimeWait: 100 });
-      opened.push(nc);
-      return nc;
-    },
+    ...access,
     async restart(signal = "SIGTERM") {
       await node.restart(signal);
     },
     async cleanup() {
-      await Promise.allSettled(opened.map((nc) => nc.close()));
+      await closeOpened();
       await node.stop("SIGKILL");
       await rm(dir, { recursive: true, force: true });
     },
@@ -77,19 +107,15 @@ export async function startNatsCluster(
     });
   }
   const routes = specs.map((s) => s.clusterPort!);
-  for (const s of specs) await writeNodeConfig(s, routes, "efc", "");
-  const nodes = specs.map((s) => new NatsServerNode(s));
+  const auth = await localNatsAuth(join(dir, "auth"));
+  for (const s of specs) await writeNodeConfig(s, routes, "efc", auth.config);
+  const nodes = specs.map((s) => new NatsServerNode(s, BIN));
   await Promise.all(nodes.map((n) => n.start()));
   const servers = nodes.map((n) => n.url);
-  const opened: NatsConnection[] = [];
-  const connectAny = async (name = "test") => {
-    const nc = await connect({ servers, name, maxReconnectAttempts: -1, reconnectTimeWait: 100 });
-    opened.push(nc);
-    return nc;
-  };
+  const { closeOpened, ...access } = accessOf(servers, auth);
   // Wait until a stream on every node can be placed: JetStream requests fail until the cluster has elected a meta
   // leader, and an R{size} stream fails ("no suitable peers for placement") until every peer has joined it.
-  const probe = await connectAny("probe");
+  const probe = await access.connect("probe");
   const { jetstreamManager } = await import("@nats-io/jetstream");
   const deadline = Date.now() + 30_000;
   for (;;) {
@@ -112,14 +138,49 @@ export async function startNatsCluster(
     url: servers[0]!,
     servers,
     nodes,
-    connect: connectAny,
+    ...access,
     async restart(signal = "SIGTERM") {
       for (const n of nodes) await n.restart(signal);
     },
     async cleanup() {
-      await Promise.allSettled(opened.map((nc) => nc.close()));
+      await closeOpened();
       await Promise.all(nodes.map((n) => n.stop("SIGKILL")));
       await rm(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** The plane user's connection in a child process a test started with `nats.env` (NATS_URL and NATS_CREDS). */
+export function natsFromEnv(env: NodeJS.ProcessEnv = process.env): NatsSettings {
+  return natsAt(env.NATS_URL ?? "", { auth: { kind: "creds", file: env.NATS_CREDS ?? "" } });
+}
+
+/** How a test (or a child it starts) connects as the plane user of a server with these accounts. */
+/**
+ * How a test reaches the plane user: its credentials in every form, and connect(), which reconnects for ever
+ * (servers restart in tests) and remembers what it opened for closeOpened().
+ */
+function accessOf(
+  servers: string[],
+  auth: LocalNatsAuth,
+): Pick<TestNats, "creds" | "settings" | "connectOptions" | "env" | "signer" | "connect"> & {
+  closeOpened(): Promise<void>;
+} {
+  const opened: NatsConnection[] = [];
+  const connectOptions = { servers, authenticator: credsAuthenticator(readFileSync(auth.credsFile)) };
+  return {
+    creds: auth.credsFile,
+    settings: natsAt(servers, { auth: { kind: "creds", file: auth.credsFile }, signer: auth.signer }),
+    connectOptions,
+    env: { NATS_URL: servers.join(","), NATS_CREDS: auth.credsFile },
+    signer: auth.signer,
+    async connect(name = "test") {
+      const nc = await connect({ ...connectOptions, name, maxReconnectAttempts: -1, reconnectTimeWait: 100 });
+      opened.push(nc);
+      return nc;
+    },
+    async closeOpened() {
+      await Promise.allSettled(opened.map((nc) => nc.close()));
     },
   };
 }

@@ -6,6 +6,7 @@ import {
   budgetState,
   cellStatuses,
   type DispatchRig,
+  rigRun,
   runEvents,
   startRig,
   waitFor,
@@ -71,8 +72,8 @@ describe("dispatcher budget", () => {
       name: "exempt",
       harnesses: harness,
       models: [
-        { name: "sub-model", cost_mode: "subscription" },
-        { name: "plat-model", cost_mode: "platform" },
+        { name: "sub-model", cost_mode: "subscription", prices: { input_per_mtok: 1, output_per_mtok: 2 } },
+        { name: "plat-model", cost_mode: "platform", prices: { input_per_mtok: 1, output_per_mtok: 2 } },
       ],
       tasks: ["t1", "t2", "judge1"],
       parallel_runs: 20,
@@ -90,27 +91,14 @@ describe("dispatcher budget", () => {
 
   it("estimate is budget_usd / the real cell count when no per-attempt cap is set", async () => {
     // tasks ["*"]: 6 tasks × 1 model = 6 cells; estimate = 0.60 / 6 = 0.10 → all six fit exactly.
-    await rig.submit({
-      name: "est-div",
-      harnesses: harness,
-      models: [{ name: "m" }],
-      tasks: ["*"],
-      parallel_runs: 20,
-      budget_usd: 0.6,
-    });
+    await rig.submit(rigRun("est-div", ["*"], { harnesses: harness, parallel_runs: 20, budget_usd: 0.6 }));
     const { launched, skipped } = await settle("est-div", 6);
     assert.equal(launched, 6);
     assert.equal(skipped, 0);
   });
 
   it("parallel_runs bounds concurrency across replicas", async () => {
-    await rig.submit({
-      name: "par",
-      harnesses: harness,
-      models: [{ name: "m" }],
-      tasks: TASKS,
-      parallel_runs: 2,
-    });
+    await rig.submit(rigRun("par", TASKS, { harnesses: harness, parallel_runs: 2 }));
     // While the first two run (3 s each), nobody else may start.
     await waitFor("two launches", async () => rig.launches.filter((l) => l.runName === "par").length >= 2);
     await new Promise((r) => setTimeout(r, 1_000));
@@ -120,13 +108,7 @@ describe("dispatcher budget", () => {
   });
 
   it("a second message for a running cell (another generation) never launches it twice", async () => {
-    await rig.submit({
-      name: "dup",
-      harnesses: harness,
-      models: [{ name: "m" }],
-      tasks: ["t1"],
-      parallel_runs: 5,
-    });
+    await rig.submit(rigRun("dup", ["t1"], { harnesses: harness, parallel_runs: 5 }));
     await waitFor("launch", async () => rig.launches.some((l) => l.runName === "dup"));
     const work = await rig.client.kv.jobs.get(StateKeys.job("dup", "h1__m__t1__r0"));
     for (let i = 0; i < 3; i++)

@@ -1,15 +1,15 @@
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import type { KV } from "@nats-io/kv";
-import { openPlane, type Plane } from "../../actors/runtime/connect.js";
-import { attemptResults, budgetState, type DispatchRig, startRig, waitFor } from "./dispatcher-fixture.js";
+import { openPlane, type Plane } from "../../plane/connect.js";
+import { type DispatchRig, rigRun, startRig, waitForSettled } from "./dispatcher-fixture.js";
 
 let rig: DispatchRig;
 let plane: Plane;
 
 before(async () => {
   rig = await startRig([{ id: "a" }]);
-  plane = await openPlane({ servers: rig.nats.url, name: "flaky-claims" });
+  plane = await openPlane({ nats: rig.nats.settings, name: "flaky-claims" });
 });
 
 after(async () => {
@@ -44,19 +44,8 @@ describe("dispatcher claims", () => {
       sim: { thinkMs: 1_500 },
       extra: { plane: { ...plane, kv: { ...plane.kv, budgets: budgets.kv } } },
     });
-    await rig.submit({
-      name: "flaky",
-      harnesses: [{ name: "h", adapter: "sim" }],
-      models: [{ name: "m" }],
-      tasks: ["a"],
-      parallel_runs: 1,
-      budget_usd: 1,
-    });
-    const results = await waitFor("the cell finishes", async () => {
-      const r = await attemptResults(rig.client, "flaky");
-      const b = await budgetState(rig.client, "flaky");
-      return r.length === 1 && b && Object.keys(b.open).length === 0 ? r : undefined;
-    });
+    await rig.submit(rigRun("flaky", ["a"], { parallel_runs: 1, budget_usd: 1 }));
+    const { results } = await waitForSettled(rig, "flaky", 1);
     assert.equal(budgets.lost(), 1, "the launch record was lost once");
     assert.equal(rig.launches.filter((l) => l.runName === "flaky").length, 1, "launched once");
     assert.equal(results[0]?.attempt, 0);

@@ -11,6 +11,7 @@ import {
   cellStatuses,
   type DispatchRig,
   markCompleted,
+  rigRun,
   runEvents,
   startRig,
   waitFor,
@@ -36,19 +37,13 @@ const launched = (name: string) => rig.launches.filter((l) => l.runName === name
 async function cli(...args: string[]) {
   return await run(process.execPath, ["bin/evalfleet.js", ...args], {
     cwd: ROOT,
-    env: { ...process.env, NATS_URL: rig.nats.url, EVALFLEET_LOG_LEVEL: "silent" },
+    env: { ...process.env, ...rig.nats.env, EVALFLEET_LOG_LEVEL: "silent" },
   });
 }
 
 describe("dispatcher control", () => {
   it("drain: no new launches, running attempts finish; resume (CLI) runs only the incomplete cells", async () => {
-    await rig.submit({
-      name: "drainme",
-      harnesses: [{ name: "h", adapter: "sim" }],
-      models: [{ name: "m" }],
-      tasks: TASKS,
-      parallel_runs: 2,
-    });
+    await rig.submit(rigRun("drainme", TASKS, { parallel_runs: 2 }));
     await waitFor("two launches", async () => launched("drainme").length >= 2);
     const { stdout } = await cli("drain", "drainme", "--json");
     const reply = JSON.parse(stdout) as { ok: boolean; state: string; message: string };
@@ -86,14 +81,7 @@ describe("dispatcher control", () => {
   });
 
   it("cancel: running attempts are stopped and their cells end failed with a clear error", async () => {
-    await rig.submit({
-      name: "cancelme",
-      harnesses: [{ name: "h", adapter: "sim" }],
-      models: [{ name: "m" }],
-      tasks: TASKS,
-      parallel_runs: 3,
-      budget_usd: 5,
-    });
+    await rig.submit(rigRun("cancelme", TASKS, { parallel_runs: 3, budget_usd: 5 }));
     await waitFor("three launches", async () => launched("cancelme").length >= 3);
     const reply = await requestControl(rig.client.nc, "cancelme", "cancel");
     assert.equal(reply.state, "cancelled");

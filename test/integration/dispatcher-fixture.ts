@@ -1,15 +1,14 @@
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { resolve } from "node:path";
 import { type DispatcherOptions, startDispatcher } from "../../actors/dispatcher/actor.js";
 import { SimBackend, type SimBackendOptions } from "../../actors/dispatcher/backends/sim.js";
 import type { JobRef, LaunchBackend } from "../../actors/dispatcher/backends/types.js";
 import type { BudgetState } from "../../actors/dispatcher/budget.js";
 import { startPlanner } from "../../actors/planner/actor.js";
+import { type ResultsWriterOptions, startResultsWriter } from "../../actors/results-writer/actor.js";
 import type { Actor } from "../../actors/runtime/actor.js";
-import { openPlane, type Plane } from "../../actors/runtime/connect.js";
+import { silentLogger } from "../../lib/log.js";
+import type { Plane } from "../../plane/connect.js";
 import { decodeJson } from "../../protocol/decode.js";
-import { silentLogger } from "../../protocol/log.js";
 import {
   type AttemptResult,
   AttemptResultSchema,
@@ -18,52 +17,77 @@ import {
 } from "../../protocol/messages.js";
 import { StateKeys, Subjects } from "../../protocol/subjects.js";
 import { Streams } from "../../protocol/topology.js";
-import { type FreshDb, freshDb } from "../helpers/db.js";
-import { startNats, type TestNats } from "../helpers/nats.js";
+import type { startNats } from "../helpers/nats.js";
+import { type PlaneRig, type RigTask, startPlaneRig } from "../helpers/plane-rig.js";
+import { waitFor } from "../helpers/wait.js";
 
-/** NATS + a fresh DB + a planner + a task library; dispatchers are added per test. */
-export interface DispatchRig {
-  nats: TestNats;
-  store: FreshDb;
+export { waitFor };
+
+/**
+ * A run of the rig's stand-in harness `h` (the sim backend's adapter unless `adapter` says otherwise) and a priced model
+ * `m` over `tasks`; the rest of the run config as given.
+ */
+export function rigRun(
+  name: string,
+  tasks: string[],
+  { adapter = "sim", ...config }: Record<string, unknown> & { adapter?: string } = {},
+): Record<string, unknown> {
+  return {
+    name,
+    harnesses: [{ name: "h", adapter }],
+    models: [{ name: "m", prices: { input_per_mtok: 1, output_per_mtok: 2 } }],
+    tasks,
+    ...config,
+  };
+}
+
+/** A plane rig (NATS + a fresh DB + a task library) with a planner; dispatchers are added per test. */
+export interface DispatchRig extends PlaneRig {
   client: Plane;
-  libDir: string;
   launches: Array<JobRef & { at: number }>;
   dispatcher(opts?: {
     sim?: Partial<SimBackendOptions>;
     backend?: LaunchBackend;
     extra?: Partial<DispatcherOptions>;
   }): Promise<Actor>;
+  /** The results-writer on a plane of its own, stopped with the rig. */
+  resultsWriter(
+    opts?: Omit<ResultsWriterOptions, "plane" | "db" | "log">,
+  ): Promise<{ writer: Actor; plane: Plane }>;
   submit(config: Record<string, unknown>): Promise<void>;
-  close(): Promise<void>;
 }
 
-export async function startRig(tasks: Array<{ id: string; track?: string }>): Promise<DispatchRig> {
-  const nats = await startNats();
-  const store = await freshDb("dispatcher");
-  const libDir = await mkdtemp(join(tmpdir(), "ef-disp-lib-"));
-  for (const t of tasks) {
-    const track = t.track ?? "swe";
-    const extra = track === "open_ended" ? "rubric: be good\n" : "";
-    await writeFile(join(libDir, `${t.id}.yaml`), `id: ${t.id}\ntrack: ${track}\n${extra}`);
-  }
-  const planes: Plane[] = [];
-  const actors: Actor[] = [];
-  const plane = async (name: string) => {
-    const p = await openPlane({ servers: nats.url, name });
-    planes.push(p);
-    return p;
-  };
+export async function startRig(
+  tasks: RigTask[],
+  opts: { nats?: Parameters<typeof startNats>[0] } = {},
+): Promise<DispatchRig> {
+  const base = await startPlaneRig("dispatcher", { tasks, ...opts });
+  const { store, libDir, plane } = base;
   const client = await plane("test-client");
-  actors.push(await startPlanner({ plane: await plane("planner"), db: store.db, log: silentLogger() }));
+  base.adopt(
+    await startPlanner({
+      plane: await plane("planner"),
+      db: store.db,
+      log: silentLogger(),
+      // the rig's own tasks, and the shipped examples that tests with real tasks submit by path
+      libraryRoots: [libDir, resolve("examples")],
+    }),
+  );
   const launches: Array<JobRef & { at: number }> = [];
+  let dispatchers = 0;
   return {
-    nats,
-    store,
+    ...base,
     client,
-    libDir,
     launches,
+    async resultsWriter(opts = {}) {
+      const p = await plane("results-writer");
+      const writer = base.adopt(
+        await startResultsWriter({ plane: p, db: store.db, log: silentLogger(), ...opts }),
+      );
+      return { writer, plane: p };
+    },
     async dispatcher(opts = {}) {
-      const p = await plane(`dispatcher-${actors.length}`);
+      const p = await plane(`dispatcher-${++dispatchers}`);
       const backend =
         opts.backend ??
         new SimBackend({
@@ -81,40 +105,24 @@ export async function startRig(tasks: Array<{ id: string; track?: string }>): Pr
         db: store.db,
         log: silentLogger(),
         backend,
+        // every attempt's task gets a NATS user of its own, as `up` does it
+        natsSigner: base.nats.signer,
         capacityPollMs: 50,
         observeMs: 100,
         exitGraceMs: 300,
         cleanExitGraceMs: 2_500,
         ...opts.extra,
       });
-      actors.push(a);
-      return a;
+      return base.adopt(a);
     },
     async submit(config) {
-      await client.js.publish(Subjects.runSubmit, JSON.stringify({ task_library_path: libDir, ...config }));
-    },
-    async close() {
-      for (const a of actors.reverse()) await a.stop();
-      for (const p of planes) await p.close();
-      await store.cleanup();
-      await nats.cleanup();
-      await rm(libDir, { recursive: true, force: true });
+      // The rig's tasks are stand-ins with nothing to grade: planned without gold validation.
+      await client.js.publish(
+        Subjects.runSubmit,
+        JSON.stringify({ task_library_path: libDir, unvalidated: true, ...config }),
+      );
     },
   };
-}
-
-export async function waitFor<T>(
-  what: string,
-  fn: () => Promise<T | undefined | false>,
-  ms = 30_000,
-): Promise<T> {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    const v = await fn();
-    if (v !== undefined && v !== false) return v;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
 }
 
 export async function budgetState(p: Plane, run: string): Promise<BudgetState | null> {
@@ -158,11 +166,31 @@ async function readSubject<T>(
 }
 
 export function attemptResults(p: Plane, run: string): Promise<AttemptResult[]> {
-  return readSubject(
-    p,
-    Streams.attempts.name,
-    Subjects.attempts.one(run, "x").replace(/\.[^.]*$/, ".*"),
-    (d) => decodeJson(AttemptResultSchema, d, "attempt"),
+  return readSubject(p, Streams.attempts.name, Subjects.attempts.run(run), (d) =>
+    decodeJson(AttemptResultSchema, d, "attempt"),
+  );
+}
+
+/**
+ * Wait until `run` has exactly `results` attempt results and no open budget reservation (every cell final, its
+ * money released); the results and the budget then.
+ */
+export async function waitForSettled(
+  rig: DispatchRig,
+  run: string,
+  results: number,
+  ms?: number,
+): Promise<{ results: AttemptResult[]; budget: BudgetState }> {
+  return await waitFor(
+    `${run}: ${results} attempt results and no open reservation`,
+    async () => {
+      const r = await attemptResults(rig.client, run);
+      const b = await budgetState(rig.client, run);
+      return r.length === results && b && Object.keys(b.open).length === 0
+        ? { results: r, budget: b }
+        : undefined;
+    },
+    ms,
   );
 }
 

@@ -1,8 +1,8 @@
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
-import { type Gateway, startGateway } from "../../gateway-sidecar/server.js";
+import { type Gateway, startGateway } from "../../gateway/server.js";
 import { StateKeys } from "../../protocol/subjects.js";
-import { type ScriptedProvider, startScriptedProvider } from "../../scripts/scripted-provider/index.js";
+import { type ScriptedProvider, startScriptedProvider } from "../../scripted-provider/index.js";
 import { budgetState, type DispatchRig, startRig, waitFor } from "./dispatcher-fixture.js";
 
 /*
@@ -39,7 +39,7 @@ after(async () => {
 });
 
 describe("dispatcher sim backend through the gateway", () => {
-  it("forwards every call with the run's key from the jobs bucket; the provider sees only the gateway's key", async () => {
+  it("forwards every call with its attempt's own key from the jobs bucket; the provider sees only the gateway's key", async () => {
     await rig.submit({
       name: "via-gw",
       harnesses: [{ name: "h", adapter: "sim" }],
@@ -48,13 +48,12 @@ describe("dispatcher sim backend through the gateway", () => {
       repeats: 2,
       parallel_runs: 4,
       budget_usd: 10,
+      max_cost_usd: 0.5,
     });
     const b = await waitFor("all released", async () => {
       const s = await budgetState(rig.client, "via-gw");
       return s && Object.keys(s.open).length === 0 && s.billableNano > 0 ? s : undefined;
     });
-    const key = await rig.client.kv.jobs.get(StateKeys.runKey("via-gw"));
-    assert.match(key?.string() ?? "", /^efk-/, "the planner's run key is in the jobs bucket");
     const calls = provider.calls();
     assert.equal(calls.length, 8, "4 cells × 2 calls");
     assert.ok(
@@ -70,5 +69,30 @@ describe("dispatcher sim backend through the gateway", () => {
     const logged = rows.rows.reduce((s, r) => s + Number(r.cost_nano_usd), 0);
     assert.equal(logged, provider.bill().total.costNanoUsd, "the gateway's log equals the bill");
     assert.equal(b.billableNano, logged, "and the attempts' metered usage");
+    // Each attempt called with its own key, minted at launch: bound to its cell, capped at max_cost_usd, revoked
+    // when it ended, and gone from the jobs bucket.
+    const keys = await rig.store.db.query<{
+      kind: string;
+      cell_id: string;
+      attempt: number;
+      models: string;
+      cap_nano_usd: string;
+      revoked: boolean;
+      calls: string;
+    }>(
+      `SELECT k.kind, k.cell_id, k.attempt, k.models, k.cap_nano_usd::text, k.revoked_at IS NOT NULL AS revoked,
+              (SELECT count(*) FROM gateway_spend_log g WHERE g.key_hash = k.key_hash AND g.cell_id = k.cell_id)::text AS calls
+         FROM virtual_keys k WHERE k.run_name = $1 AND k.kind = 'attempt' ORDER BY k.cell_id`,
+      ["via-gw"],
+    );
+    assert.equal(keys.rows.length, 4, "one key per attempt");
+    for (const k of keys.rows) {
+      assert.deepEqual(JSON.parse(k.models), [MODEL]);
+      assert.equal(k.cap_nano_usd, "500000000");
+      assert.equal(k.revoked, true, `${k.cell_id}'s key revoked when its attempt ended`);
+      assert.equal(k.calls, "2", `${k.cell_id}'s two calls were made with its own key`);
+      const left = await rig.client.kv.jobs.get(StateKeys.attemptKey("via-gw", k.cell_id, k.attempt));
+      assert.notEqual(left?.operation, "PUT", "deleted from the jobs bucket");
+    }
   });
 });

@@ -5,11 +5,30 @@ import { budgetState, type DispatchRig, startRig, waitFor } from "./dispatcher-f
 let rig: DispatchRig;
 const N = Number(process.env.EF_DISPATCH_LOAD_CELLS ?? 2_000);
 const CALLS = Number(process.env.EF_DISPATCH_LOAD_CALLS ?? 1);
+/** Every attempt, its call made, holds here until the test has seen all N running at once. */
+let release!: () => void;
+const hold = new Promise<void>((r) => {
+  release = r;
+});
+/** Harnesses running at once, per dispatcher replica (each has its own sim backend). */
+const running = [0, 0];
+let peak = 0;
 
 before(async () => {
   rig = await startRig(Array.from({ length: N / 2 }, (_, i) => ({ id: `t${i}` })));
-  await rig.dispatcher({ sim: { calls: CALLS, thinkMs: 4_000 } });
-  await rig.dispatcher({ sim: { calls: CALLS, thinkMs: 4_000 } });
+  for (const replica of [0, 1]) {
+    await rig.dispatcher({
+      sim: {
+        calls: CALLS,
+        thinkMs: 200,
+        hold,
+        onRunning: (n) => {
+          running[replica] = n;
+          peak = Math.max(peak, running[0]! + running[1]!);
+        },
+      },
+    });
+  }
 });
 
 after(async () => {
@@ -28,17 +47,19 @@ describe("dispatcher load", () => {
       parallel_runs: N,
       budget_usd: 1_000,
     });
-    // Every attempt thinks for 4 s: all N must be running together before the first one ends.
-    const peak = await waitFor(
-      "all launched",
+    // No attempt may end before the test lets them: all N must be running together, holding a reservation each.
+    const open = await waitFor(
+      "all N running at once",
       async () => {
         const b = await budgetState(rig.client, "load");
-        const open = b ? Object.keys(b.open).length : 0;
-        return rig.launches.length >= N ? open : undefined;
+        return peak >= N && rig.launches.length >= N ? Object.keys(b?.open ?? {}).length : undefined;
       },
       150_000,
     );
     const launchedIn = Date.now() - t0;
+    assert.equal(peak, N, "every attempt was running at the same moment");
+    assert.equal(open, N, "each running attempt held its reservation");
+    release();
     const b = await waitFor(
       "all released",
       async () => {
@@ -50,9 +71,8 @@ describe("dispatcher load", () => {
       150_000,
     );
     const doneIn = Date.now() - t0;
-    process.stderr.write(`${JSON.stringify((globalThis as { casStats?: unknown }).casStats)}\n`);
     process.stderr.write(
-      `${JSON.stringify({ cells: N, launchedInMs: launchedIn, openAtLastLaunch: peak, doneInMs: doneIn, billableNano: b.billableNano })}\n`,
+      `${JSON.stringify({ cells: N, launchedInMs: launchedIn, peakRunning: peak, doneInMs: doneIn, billableNano: b.billableNano })}\n`,
     );
     assert.equal(new Set(rig.launches.map((l) => l.cellId)).size, N);
     assert.equal(b.billableNano, N * CALLS * 4_500_000); // 1000 in + 100 out at $3 / $15 per Mtok

@@ -6,7 +6,14 @@ import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { fileURLToPath } from "node:url";
 import { LocalBackend } from "../../actors/dispatcher/backends/local.js";
-import { attemptResults, budgetState, type DispatchRig, startRig, waitFor } from "./dispatcher-fixture.js";
+import {
+  attemptResults,
+  type DispatchRig,
+  rigRun,
+  startRig,
+  waitFor,
+  waitForSettled,
+} from "./dispatcher-fixture.js";
 
 let rig: DispatchRig;
 function alive(pid: number): boolean {
@@ -23,7 +30,11 @@ const TASK = fileURLToPath(new URL("../fixtures/dispatcher-task.mjs", import.met
 before(async () => {
   rig = await startRig([{ id: "ok" }, { id: "dies" }, { id: "killed" }, { id: "silent" }]);
   await rig.dispatcher({
-    backend: new LocalBackend({ command: [process.execPath, TASK], natsUrl: rig.nats.url }),
+    backend: new LocalBackend({
+      command: [process.execPath, TASK],
+      env: { ...rig.nats.env },
+      inheritedEnv: process.env,
+    }),
     extra: { retryDelaysMs: [100, 100, 100] },
   });
 });
@@ -34,19 +45,10 @@ after(async () => {
 
 describe("dispatcher local backend", () => {
   it("runs a process per attempt with the job reference; a task that dies without a result gets a HARNESS_ERROR", async () => {
-    await rig.submit({
-      name: "local1",
-      harnesses: [{ name: "h", adapter: "command" }],
-      models: [{ name: "m" }],
-      tasks: ["ok", "dies"],
-      parallel_runs: 2,
-      budget_usd: 1,
-    });
-    const results = await waitFor("both cells finish", async () => {
-      const b = await budgetState(rig.client, "local1");
-      const r = await attemptResults(rig.client, "local1");
-      return b && Object.keys(b.open).length === 0 && r.length === 2 ? r : undefined;
-    });
+    await rig.submit(
+      rigRun("local1", ["ok", "dies"], { adapter: "command", parallel_runs: 2, budget_usd: 1 }),
+    );
+    const { results } = await waitForSettled(rig, "local1", 2);
     // Give a late duplicate the chance to show up: there must be exactly one result per attempt.
     await new Promise((r) => setTimeout(r, 800));
     const all = await attemptResults(rig.client, "local1");
@@ -65,14 +67,7 @@ describe("dispatcher local backend", () => {
   it("a clean exit (code 0) without a result gets its stand-in only after the longer clean-exit grace", async () => {
     // A task exits 0 only once its result is acked, so the dispatcher waits for the result consumer to catch up
     // instead of publishing a duplicate for every attempt of a loaded plane.
-    await rig.submit({
-      name: "local3",
-      harnesses: [{ name: "h", adapter: "command" }],
-      models: [{ name: "m" }],
-      tasks: ["silent"],
-      parallel_runs: 1,
-      budget_usd: 1,
-    });
+    await rig.submit(rigRun("local3", ["silent"], { adapter: "command", parallel_runs: 1, budget_usd: 1 }));
     const [r] = await waitFor("the stand-in result", async () => {
       const all = await attemptResults(rig.client, "local3");
       return all.length > 0 ? all : undefined;
@@ -108,7 +103,7 @@ describe("dispatcher local backend", () => {
       },
     );
     try {
-      const backend = new LocalBackend({ natsUrl: rig.nats.url });
+      const backend = new LocalBackend({ env: { ...rig.nats.env }, inheritedEnv: process.env });
       await new Promise((r) => setTimeout(r, 500));
       assert.equal(await backend.find(ref), `local:${hostname()}:${task.pid}:found`);
       assert.equal(await backend.find({ ...ref, attempt: 3 }), undefined, "another attempt's is not it");
@@ -130,19 +125,8 @@ describe("dispatcher local backend", () => {
   });
 
   it("a task process killed by a signal is an infrastructure stop: retried, never the model's HARNESS_ERROR", async () => {
-    await rig.submit({
-      name: "local2",
-      harnesses: [{ name: "h", adapter: "command" }],
-      models: [{ name: "m" }],
-      tasks: ["killed"],
-      parallel_runs: 1,
-      budget_usd: 1,
-    });
-    const results = await waitFor("the cell finishes", async () => {
-      const b = await budgetState(rig.client, "local2");
-      const r = await attemptResults(rig.client, "local2");
-      return b && Object.keys(b.open).length === 0 && r.length === 1 ? r : undefined;
-    });
+    await rig.submit(rigRun("local2", ["killed"], { adapter: "command", parallel_runs: 1, budget_usd: 1 }));
+    const { results } = await waitForSettled(rig, "local2", 1);
     await new Promise((r) => setTimeout(r, 800));
     assert.equal((await attemptResults(rig.client, "local2")).length, 1, "no result for the killed attempt");
     assert.equal(results[0]?.attempt, 1, "relaunched as attempt 1");

@@ -14,6 +14,7 @@ import {
   cellStatuses,
   type DispatchRig,
   markCompleted,
+  rigRun,
   runEvents,
   startRig,
   waitFor,
@@ -46,15 +47,8 @@ after(async () => {
   await rig.close();
 });
 
-const config = (budget: number) => ({
-  name: RUN,
-  harnesses: [{ name: "h", adapter: "sim" }],
-  models: [{ name: "m" }],
-  tasks: ["a", "b", "c", "d"],
-  parallel_runs: 2,
-  budget_usd: budget,
-  max_cost_usd: 0.5,
-});
+const config = (budget: number) =>
+  rigRun(RUN, ["a", "b", "c", "d"], { parallel_runs: 2, budget_usd: budget, max_cost_usd: 0.5 });
 
 const skipEvents = async () => (await runEvents(rig.client, RUN)).filter((e) => e.kind === "budget_skip");
 

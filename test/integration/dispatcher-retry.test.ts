@@ -3,11 +3,11 @@ import { after, before, describe, it } from "node:test";
 import type { AttemptStatus } from "../../protocol/messages.js";
 import {
   attemptResults,
-  budgetState,
   cellStatuses,
   type DispatchRig,
   startRig,
   waitFor,
+  waitForSettled,
 } from "./dispatcher-fixture.js";
 
 let rig: DispatchRig;
@@ -47,15 +47,7 @@ describe("dispatcher retries", () => {
       budget_usd: 10,
       max_cost_usd: 1,
     });
-    const b = await waitFor(
-      "all cells released",
-      async () => {
-        const s = await budgetState(rig.client, "retry");
-        const results = await attemptResults(rig.client, "retry");
-        return s && Object.keys(s.open).length === 0 && results.length === 4 + 1 + 2 + 1 ? s : undefined;
-      },
-      60_000,
-    );
+    const { budget: b } = await waitForSettled(rig, "retry", 4 + 1 + 2 + 1, 60_000);
     const by = (task: string) =>
       rig.launches
         .filter((l) => l.runName === "retry" && l.cellId.includes(`__${task}__`))

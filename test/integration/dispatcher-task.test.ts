@@ -6,14 +6,14 @@ import { after, before, describe, it } from "node:test";
 import { LocalBackend } from "../../actors/dispatcher/backends/local.js";
 import { requestControl } from "../../actors/dispatcher/control.js";
 import { CANCELLED_ERROR } from "../../actors/dispatcher/dispatcher.js";
-import { type ScriptedProvider, startScriptedProvider } from "../../scripts/scripted-provider/index.js";
+import { type ScriptedProvider, startScriptedProvider } from "../../scripted-provider/index.js";
 import {
   attemptResults,
-  budgetState,
   cellStatuses,
   type DispatchRig,
   startRig,
   waitFor,
+  waitForSettled,
 } from "./dispatcher-fixture.js";
 
 const RUN_KEY = "sk-run-dispatch-0123456789abcdef";
@@ -28,9 +28,10 @@ before(async () => {
   // The default command: `node bin/evalfleet.js task`, told only its job reference (+ where NATS is).
   await rig.dispatcher({
     backend: new LocalBackend({
-      natsUrl: rig.nats.url,
+      inheritedEnv: process.env,
       env: {
-        EVALFLEET_UPSTREAM_URL: provider.url,
+        ...rig.nats.env,
+        EVALFLEET_GATEWAY_URL: provider.url,
         EVALFLEET_RUN_KEY: RUN_KEY,
         EVALFLEET_WORKDIR: join(tmp, "work"),
         EVALFLEET_GIT_MIRRORS: join(tmp, "mirrors"),
@@ -65,15 +66,7 @@ describe("dispatcher → local process → evalfleet task", { timeout: 110_000 }
       timeout_seconds: 4,
       budget_usd: 3,
     });
-    const results = await waitFor(
-      "all cells final",
-      async () => {
-        const r = await attemptResults(rig.client, "real");
-        const b = await budgetState(rig.client, "real");
-        return r.length === 6 && b && Object.keys(b.open).length === 0 ? r : undefined;
-      },
-      100_000,
-    );
+    const { results } = await waitForSettled(rig, "real", 6, 100_000);
     const of = (h: string) =>
       results.filter((r) => r.cellId.startsWith(`${h}__`)).sort((a, b) => a.attempt - b.attempt);
     assert.deepEqual(
@@ -110,14 +103,12 @@ describe("dispatcher → local process → evalfleet task", { timeout: 110_000 }
       async () => (await cellStatuses(rig, "real-cancel")).get(cell)?.status === "running",
     );
     await new Promise((r) => setTimeout(r, 2_000)); // let it reach the harness
-    const t0 = Date.now();
     await requestControl(rig.client.nc, "real-cancel", "cancel");
     const st = await waitFor("cell failed", async () => {
       const s = (await cellStatuses(rig, "real-cancel")).get(cell);
       return s?.status === "failed" ? s : undefined;
     });
     assert.equal(st.error, CANCELLED_ERROR);
-    assert.ok(Date.now() - t0 < 20_000);
     const results = await attemptResults(rig.client, "real-cancel");
     assert.equal(results.length, 1);
   });

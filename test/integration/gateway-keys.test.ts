@@ -2,16 +2,16 @@ import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
 import Anthropic from "@anthropic-ai/sdk";
 import OpenAI from "openai";
-import { createRunKey, hashKey, revokeRunKeys } from "../../gateway-sidecar/keys.js";
-import { type Gateway, GatewayHeaders, startGateway } from "../../gateway-sidecar/server.js";
-import { reconcileAttempt, runSpendNanoUsd } from "../../gateway-sidecar/spend.js";
+import { type Gateway, GatewayHeaders, startGateway } from "../../gateway/server.js";
 import { LocalPacer } from "../../pacer/local.js";
 import type { LedgerCall } from "../../protocol/messages.js";
 import { PriceTable } from "../../providers/pricing.js";
-import { type ScriptedProvider, startScriptedProvider } from "../../scripts/scripted-provider/index.js";
-import { startShim } from "../../shim/proxy/index.js";
+import { type ScriptedProvider, startScriptedProvider } from "../../scripted-provider/index.js";
+import { startShim } from "../../shim/index.js";
 import type { Db } from "../../store/db.js";
+import { createRunKey, hashKey, revokeRunKeys } from "../../store/keys.js";
 import { saveRunMetadata } from "../../store/results.js";
+import { reconcileAttempt, runSpendNanoUsd } from "../../store/spend.js";
 import { type FreshDb, freshDb } from "../helpers/db.js";
 
 const UPSTREAM_KEY = "sk-upstream-secret-only-the-gateway-holds";
@@ -217,9 +217,16 @@ test("the run's spend cap (budget_usd) holds under 20 concurrent calls; over it,
   const before = provider.bill().byKey[UPSTREAM_KEY]?.costNanoUsd ?? 0;
   const results = await Promise.all(Array.from({ length: 20 }, () => statusAndBody(ask(key))));
   const ok = results.filter((r) => r.status === 200).length;
-  const refused = results.filter((r) => r.status === 402);
-  assert.equal(ok + refused.length, 20);
-  assert.ok(ok >= 1 && refused.length >= 1, `ok ${ok}, refused ${refused.length}`);
+  // 402: the cap is spent; 529: the reservations of calls in flight are what is in the way (retry shortly)
+  const waits = results.filter((r) => r.status === 529).length;
+  let refused = results.filter((r) => r.status === 402);
+  assert.equal(ok + refused.length + waits, 20);
+  assert.ok(ok >= 1 && refused.length + waits >= 1, `ok ${ok}, refused ${refused.length}, waits ${waits}`);
+  for (let i = 0; i < 12 && refused.length === 0; i++) {
+    const r = await statusAndBody(ask(key));
+    if (r.status === 402) refused = [r];
+  }
+  assert.ok(refused.length >= 1, "once the calls settle, the spent cap answers 402");
   const err = refused[0]!.body as { type: string; error: { type: string; message: string } };
   assert.equal(err.error.type, "billing_error");
   assert.match(err.error.message, /spend cap/);
@@ -240,7 +247,7 @@ test("rate-limit headers from the upstream reach the pool's pacer", () => {
 });
 
 test("through a shim, every spend-log row carries the shim's cell and trace, whatever the harness sent", async () => {
-  const { startShim } = await import("../../shim/proxy/index.js");
+  const { startShim } = await import("../../shim/index.js");
   const key = await createRunKey(fdb.db, "run-log");
   const shim = await startShim({
     upstream: gw.url,
@@ -249,6 +256,7 @@ test("through a shim, every spend-log row carries the shim's cell and trace, wha
     attempt: 0,
     providerKey: key,
     traceId: "h__m__t__r0",
+    aliases: { "sonnet-a": "claude-sonnet-4-5" },
   });
   try {
     const client = new Anthropic({ baseURL: shim.url, apiKey: "dummy", maxRetries: 0 });
@@ -293,6 +301,7 @@ test("the gateway's database failing before a call is forwarded is an overload t
     cell: "cell-flaky",
     attempt: 1,
     providerKey: key,
+    aliases: { "sonnet-a": "claude-sonnet-4-5" },
     retry: { baseDelayMs: 10 },
     onLedgerRow: (r) => rows.push(r),
   });

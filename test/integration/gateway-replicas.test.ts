@@ -1,15 +1,15 @@
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
 import { Agent, request } from "undici";
-import { createRunKey } from "../../gateway-sidecar/keys.js";
-import { type Gateway, GatewayHeaders, startGateway } from "../../gateway-sidecar/server.js";
-import { reconcileAttempt } from "../../gateway-sidecar/spend.js";
+import { type Gateway, GatewayHeaders, startGateway } from "../../gateway/server.js";
 import { AnthropicStreamMeter, anthropicJsonResult } from "../../providers/anthropic.js";
 import { PriceTable } from "../../providers/pricing.js";
 import { SseParser } from "../../providers/sse.js";
 import type { TokenUsage } from "../../providers/types.js";
-import { type ScriptedProvider, startScriptedProvider } from "../../scripts/scripted-provider/index.js";
+import { type ScriptedProvider, startScriptedProvider } from "../../scripted-provider/index.js";
 import type { Db } from "../../store/db.js";
+import { createRunKey } from "../../store/keys.js";
+import { reconcileAttempt } from "../../store/spend.js";
 import { type FreshDb, freshDb } from "../helpers/db.js";
 
 /*

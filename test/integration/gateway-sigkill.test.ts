@@ -6,12 +6,12 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test } from "node:test";
 import { Agent, request } from "undici";
-import { createRunKey } from "../../gateway-sidecar/keys.js";
-import { GatewayHeaders } from "../../gateway-sidecar/server.js";
-import { reconcileAttempt } from "../../gateway-sidecar/spend.js";
+import { GatewayHeaders } from "../../gateway/server.js";
 import { anthropicJsonResult } from "../../providers/anthropic.js";
 import { PriceTable } from "../../providers/pricing.js";
-import { startScriptedProvider } from "../../scripts/scripted-provider/index.js";
+import { startScriptedProvider } from "../../scripted-provider/index.js";
+import { createRunKey } from "../../store/keys.js";
+import { reconcileAttempt } from "../../store/spend.js";
 import { freshPostgres } from "../helpers/db.js";
 
 /*
@@ -23,7 +23,7 @@ import { freshPostgres } from "../helpers/db.js";
 
 const UPSTREAM_KEY = "sk-upstream-sigkill";
 const MODEL = "claude-sonnet-4-5";
-const CLI = new URL("../../scripts/cli.ts", import.meta.url).pathname;
+const CLI = new URL("../../cli/main.ts", import.meta.url).pathname;
 
 function freePort(): Promise<number> {
   return new Promise((resolve) => {

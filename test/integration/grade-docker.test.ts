@@ -1,306 +1,286 @@
 /**
- * The docker backend against a fake docker executable (test/fixtures/fake-docker/docker) that records
- * its argv and plays failures: the commands, the container lifecycle, retries of environment failures,
- * and the results cache.
+ * The docker grading backend in real containers: a sample task's instance image built offline, pushed to the test
+ * registry, graded by digest. What the container is allowed (user, network, limits) is read from inside it; the
+ * environment's failures (pull, start, timeout, memory) end as infrastructure failures, never as the model's.
+ * Replayed official logs are graded in test/unit/grading-conformance.test.ts.
  */
 import assert from "node:assert/strict";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { randomBytes } from "node:crypto";
+import { hostname } from "node:os";
 import path from "node:path";
-import { afterEach, beforeEach, describe, it } from "node:test";
+import { before, describe, it } from "node:test";
 import { fileURLToPath } from "node:url";
 import { gradeCacheKey, MemoryGradeCache } from "../../actors/grader-supervisor/backends/cache.js";
-import { createDockerBackend } from "../../actors/grader-supervisor/backends/docker.js";
-import { backoffMs, createGrader, DEFAULT_RETRY } from "../../actors/grader-supervisor/backends/grader.js";
-import type { GradeJob } from "../../actors/grader-supervisor/backends/types.js";
 import {
-  GRADER_VERSION,
-  makeEvalScript,
-  officialImageName,
-  parseGradingInstance,
-  pyJsonDumps,
-} from "../../actors/grader-supervisor/grading/index.js";
+  clampLimits,
+  createDockerBackend,
+  DEFAULT_GRADE_LIMITS,
+  GradeLabels,
+  sweepGradeContainers,
+} from "../../actors/grader-supervisor/backends/docker.js";
+import { createGrader, graderBackoff } from "../../actors/grader-supervisor/backends/grader.js";
+import type { GradeBackend, GradeJob, GradeOutcome } from "../../actors/grader-supervisor/backends/types.js";
+import { type ContainerRuntime, tarFiles } from "../../containers/index.js";
+import { GRADER_VERSION } from "../../grading/index.js";
+import { type BuiltImage, buildTaskImage } from "../../images/build.js";
+import { silentLogger } from "../../lib/log.js";
+import { backoffDelayMs } from "../../lib/retry.js";
+import { testBaseImage, testRegistry, testRuntime } from "../helpers/docker.js";
 
 const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
-const fakeDocker = path.join(repoRoot, "test/fixtures/fake-docker/docker");
-const caseDir = path.resolve(
-  repoRoot,
-  "../shared/conformance/swebench/cases/astropy__astropy-14365__vexp-swebench-1774184993333",
-);
-const DIGEST = `sha256:${"ab".repeat(32)}`;
+const calcRepo = path.join(repoRoot, "examples/tasks/repos/calc");
+const GOLD = [
+  "diff --git a/calc.js b/calc.js",
+  "--- a/calc.js",
+  "+++ b/calc.js",
+  "@@ -1,6 +1,6 @@",
+  " // A tiny calculator module.",
+  " export function add(a, b) {",
+  "-  return a - b;",
+  "+  return a + b;",
+  " }",
+  " ",
+  " export function sub(a, b) {",
+  "",
+].join("\n");
+const noSleep = { sleep: async () => {} };
 
-let tmp: string;
-let logFile: string;
-let stateDir: string;
-
-function env(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
-  return { ...process.env, FAKE_DOCKER_LOG: logFile, FAKE_DOCKER_STATE: stateDir, ...extra };
-}
-
-function calls(): string[][] {
-  return readFileSync(logFile, "utf8")
-    .split("\n")
-    .filter((l) => l.length > 0)
-    .map((l) => l.split("\x1f").slice(0, -1));
-}
+let rt: ContainerRuntime;
+let image: BuiltImage;
 
 function job(over: Partial<GradeJob> = {}): GradeJob {
-  const instance = parseGradingInstance(
-    JSON.parse(readFileSync(path.join(caseDir, "instance.json"), "utf8")),
-  );
   return {
-    instance,
-    patch: readFileSync(path.join(caseDir, "patch.diff"), "utf8"),
-    image: { name: officialImageName(instance.instance_id), digest: DIGEST },
+    instance: {
+      instance_id: "sample-calc-add",
+      repo: "evalfleet/sample-calc",
+      version: null,
+      FAIL_TO_PASS: ["test.js::add_positive", "test.js::add_negative"],
+      PASS_TO_PASS: ["test.js::sub_basic"],
+      test_patch: "",
+    },
+    patch: GOLD,
+    testCmd: "node test.js",
+    logFormat: "pytest",
+    image: { name: image.name, digest: image.digest },
     ...over,
   };
 }
 
-const noSleep = { sleep: async () => {} };
+function backend(over: Partial<Parameters<typeof createDockerBackend>[0]> = {}): GradeBackend {
+  return createDockerBackend({ runtime: rt, logger: silentLogger(), ...over });
+}
 
-beforeEach(() => {
-  tmp = mkdtempSync(path.join(tmpdir(), "grade-docker-test-"));
-  logFile = path.join(tmp, "calls.log");
-  stateDir = path.join(tmp, "state");
-  writeFileSync(logFile, "");
+const signal = () => new AbortController().signal;
+
+async function myGradeContainers(): Promise<string[]> {
+  return (await rt.list({ [GradeLabels.role]: "grade", [GradeLabels.pid]: String(process.pid) })).map(
+    (c) => c.name,
+  );
+}
+
+before(async () => {
+  rt = (await testRuntime()).runtime;
+  const base = await testBaseImage();
+  image = await buildTaskImage(
+    rt,
+    {
+      taskId: "sample-calc-add",
+      instanceId: "sample-calc-add",
+      source: calcRepo,
+      sourceKey: "grade-docker-test",
+    },
+    { base: base.ref, registry: await testRegistry() },
+  );
 });
 
-afterEach(() => {
-  rmSync(tmp, { recursive: true, force: true });
-});
-
-describe("docker backend", () => {
-  it("runs the official flow and grades the log exactly as the harness", async () => {
-    const backend = createDockerBackend({
-      dockerPath: fakeDocker,
-      env: env({ FAKE_DOCKER_EVAL_OUTPUT: path.join(caseDir, "test_output.txt") }),
-    });
-    const outcome = await backend.grade(job(), new AbortController().signal);
-    assert.equal(outcome.kind, "graded");
-    if (outcome.kind !== "graded") return;
-    assert.equal(outcome.resolved, true);
-    assert.equal(pyJsonDumps(outcome.report), readFileSync(path.join(caseDir, "report.json"), "utf8"));
-
-    const c = calls();
-    const ref = `swebench/sweb.eval.x86_64.astropy_1776_astropy-14365@${DIGEST}`;
-    const name = (c[2] as string[])[2] as string;
-    assert.match(name, /^evalfleet-grade-astropy__astropy-14365-[0-9a-f]{8}$/);
-    assert.deepEqual(c[0], ["image", "inspect", "--format", "{{.Id}}", ref]);
-    assert.deepEqual(c[1], ["pull", ref]);
-    assert.deepEqual(c[2], [
-      "create",
-      "--name",
-      name,
-      "--platform",
-      "linux/x86_64",
-      "--user",
-      "root",
-      ref,
-      "tail",
-      "-f",
-      "/dev/null",
-    ]);
-    assert.deepEqual(c[3], ["start", name]);
-    assert.equal(c[4]?.[0], "cp");
-    assert.equal(c[4]?.[2], `${name}:/tmp/patch.diff`);
-    assert.deepEqual(c[5], [
-      "exec",
-      "-w",
-      "/testbed",
-      "-u",
-      "root",
-      name,
-      "git",
-      "apply",
-      "--verbose",
-      "/tmp/patch.diff",
-    ]);
-    assert.equal(c[6]?.[2], `${name}:/eval.sh`);
-    assert.deepEqual(c[7], ["exec", name, "/bin/bash", "/eval.sh"]);
-    assert.deepEqual(c[8], ["rm", "-f", "-v", name]);
-    assert.equal(c.length, 9);
-    // What went into the container is the official patch and eval script.
-    assert.equal(readFileSync(path.join(stateDir, "patch.diff"), "utf8"), job().patch);
-    assert.equal(readFileSync(path.join(stateDir, "eval.sh"), "utf8"), makeEvalScript(job().instance));
+describe("docker backend, real containers", () => {
+  it("grades the gold patch resolved, in the image pinned by digest, and removes the container", async () => {
+    assert.match(image.digest, /^sha256:[0-9a-f]{64}$/);
+    const out = await backend().grade(job(), signal());
+    assert.equal(out.kind, "graded", JSON.stringify(out).slice(0, 2000));
+    assert.equal(out.kind === "graded" && out.status, "RESOLVED_FULL");
+    assert.equal(out.resolved, true);
+    assert.match(out.kind === "graded" ? out.testOutput : "", /PASSED test\.js::add_positive/);
+    assert.deepEqual(await myGradeContainers(), []);
   });
 
-  it("uses a locally present image without pulling", async () => {
-    const backend = createDockerBackend({
-      dockerPath: fakeDocker,
-      env: env({
-        FAKE_DOCKER_HAVE_IMAGE: "1",
-        FAKE_DOCKER_EVAL_OUTPUT: path.join(caseDir, "test_output.txt"),
-      }),
-    });
-    const outcome = await backend.grade(job(), new AbortController().signal);
-    assert.equal(outcome.kind, "graded");
-    assert.ok(!calls().some((c) => c[0] === "pull"));
+  it("runs as the image's grading user, with no network and the limits set", async () => {
+    const probe =
+      "id -u; ls /sys/class/net; cat /sys/fs/cgroup/pids/pids.max /sys/fs/cgroup/pids.max 2>/dev/null; node test.js";
+    const out = await backend({ limits: { pids: 321 } }).grade(job({ testCmd: probe }), signal());
+    assert.equal(out.kind, "graded");
+    const log = out.kind === "graded" ? out.testOutput : "";
+    const lines = log.split("\n");
+    assert.ok(lines.includes("1000"), log);
+    assert.ok(lines.includes("lo") && !lines.some((l) => /^eth|^docker/.test(l)), log);
+    assert.ok(lines.includes("321"), log);
   });
 
-  it("walks the patch-apply fallback chain in order", async () => {
-    const backend = createDockerBackend({
-      dockerPath: fakeDocker,
-      env: env({ FAKE_DOCKER_APPLY_OK: "3", FAKE_DOCKER_EVAL_OUTPUT: path.join(caseDir, "test_output.txt") }),
-    });
-    const outcome = await backend.grade(job(), new AbortController().signal);
-    assert.equal(outcome.kind, "graded");
-    const applies = calls()
-      .filter((c) => c[0] === "exec" && c.at(-1) === "/tmp/patch.diff")
-      .map((c) => c.slice(6, -1).join(" "));
-    assert.deepEqual(applies, [
-      "git apply --verbose",
-      "git apply --verbose --reject",
-      "patch --batch --fuzz=5 -p1 -i",
-    ]);
-  });
-
-  it("a patch that never applies is the model's failure: unresolved, no report, not retried, container removed", async () => {
-    const grader = createGrader(
-      createDockerBackend({ dockerPath: fakeDocker, env: env({ FAKE_DOCKER_APPLY_OK: "0" }) }),
-      noSleep,
+  it("an empty patch is skipped, or run (gold validation) and unresolved", async () => {
+    const skipped = await backend().grade(job({ patch: "" }), signal());
+    assert.deepEqual(
+      [skipped.kind, skipped.kind === "not_graded" && skipped.reason],
+      ["not_graded", "empty_patch"],
     );
-    const outcome = await grader.grade(job(), new AbortController().signal);
-    assert.equal(outcome.kind, "not_graded");
-    if (outcome.kind !== "not_graded") return;
-    assert.equal(outcome.reason, "patch_apply_failed");
-    assert.equal(outcome.resolved, false);
-    const c = calls();
-    assert.equal(c.filter((x) => x[0] === "pull").length, 1);
-    assert.ok(!c.some((x) => x.at(-1) === "/eval.sh"), "tests must not run");
-    assert.equal(c.at(-1)?.[0], "rm");
+    const ran = await backend().grade(job({ patch: "", emptyPatch: "run" }), signal());
+    assert.equal(ran.kind, "graded");
+    assert.equal(ran.kind === "graded" && ran.status, "RESOLVED_NO");
   });
 
-  it("an image pull failure is retried with backoff and then succeeds", async () => {
-    const sleeps: number[] = [];
-    const grader = createGrader(
-      createDockerBackend({
-        dockerPath: fakeDocker,
-        env: env({
-          FAKE_DOCKER_FAIL_PULL: "2",
-          FAKE_DOCKER_EVAL_OUTPUT: path.join(caseDir, "test_output.txt"),
+  it("a patch that never applies is the model's failure: unresolved, not retried", async () => {
+    let calls = 0;
+    const inner = backend();
+    const counting: GradeBackend = {
+      name: "docker",
+      grade: (j, s) => {
+        calls++;
+        return inner.grade(j, s);
+      },
+    };
+    const bad = GOLD.replace("-  return a - b;", "-  return a * b;");
+    const out = await createGrader(counting, noSleep).grade(job({ patch: bad }), signal());
+    assert.equal(out.kind, "not_graded");
+    assert.equal(out.kind === "not_graded" && out.reason, "patch_apply_failed");
+    assert.match(out.kind === "not_graded" ? out.detail : "", /patch does not apply|FAILED|Hunk/i);
+    assert.equal(calls, 1);
+    assert.deepEqual(await myGradeContainers(), []);
+  });
+
+  it("tests over the timeout are killed, retried, and end as an infrastructure failure", async () => {
+    const out = await createGrader(backend(), { ...noSleep, retry: { maxAttempts: 2 } }).grade(
+      job({ testCmd: "sleep 300", timeoutS: 2 }),
+      signal(),
+    );
+    assert.equal(out.kind, "infra_failure");
+    assert.deepEqual(out.kind === "infra_failure" && [out.failure.kind, out.attempts], ["timeout", 2]);
+    assert.deepEqual(await myGradeContainers(), []);
+  });
+
+  it("tests killed by the memory limit are the environment's failure", async () => {
+    const hog = "node -e 'const a=[];for(;;)a.push(Buffer.alloc(8<<20,1))'; node test.js";
+    const out = await backend({ limits: { memoryBytes: 96 * 2 ** 20 } }).grade(
+      job({ testCmd: hog }),
+      signal(),
+    );
+    assert.equal(out.kind, "infra_failure", JSON.stringify(out).slice(0, 500));
+    assert.match(out.kind === "infra_failure" ? out.failure.message : "", /memory limit/);
+  });
+
+  it("an image the registry does not have is a pull failure, retried", async () => {
+    const missing = { name: image.name, digest: `sha256:${"0".repeat(64)}` };
+    const out = await createGrader(backend(), { ...noSleep, retry: { maxAttempts: 2 } }).grade(
+      job({ image: missing }),
+      signal(),
+    );
+    assert.equal(out.kind, "infra_failure");
+    assert.deepEqual(out.kind === "infra_failure" && [out.failure.kind, out.attempts], ["image_pull", 2]);
+  });
+
+  it("a container that cannot start is a start failure", async () => {
+    const tag = `evalfleet-test/no-tail:${randomBytes(3).toString("hex")}`;
+    const id = await rt.importRootfs(
+      (await import("node:stream")).Readable.from([tarFiles([{ name: "etc/hello", content: "x" }])]),
+      tag,
+    );
+    try {
+      const out = await backend().grade(
+        job({
+          image: { name: "evalfleet-test/no-tail", digest: id },
+          instance: { ...job().instance, base_commit: "a".repeat(40) },
         }),
-      }),
-      {
-        retry: { maxAttempts: 3, baseDelayMs: 100, maxDelayMs: 1000 },
-        sleep: async (ms) => void sleeps.push(ms),
-      },
-    );
-    const outcome = await grader.grade(job(), new AbortController().signal);
-    assert.equal(outcome.kind, "graded");
-    assert.deepEqual(sleeps, [100, 200]);
-    const c = calls();
-    assert.equal(c.filter((x) => x[0] === "pull").length, 3);
-    // Every attempt cleans up after itself.
-    assert.equal(c.filter((x) => x[0] === "rm").length, 3);
+        signal(),
+      );
+      assert.equal(out.kind, "infra_failure");
+      assert.equal(out.kind === "infra_failure" && out.failure.kind, "container_start");
+      assert.deepEqual(await myGradeContainers(), []);
+    } finally {
+      await rt.removeImage(tag, { force: true });
+    }
   });
 
-  for (const [label, extra, kind] of [
-    ["image pull", { FAKE_DOCKER_FAIL_PULL: "always" }, "image_pull"],
-    ["container start", { FAKE_DOCKER_FAIL_START: "always" }, "container_start"],
-    ["out of disk", { FAKE_DOCKER_NO_DISK: "always" }, "out_of_disk"],
-  ] as const) {
-    it(`a persistent ${label} failure ends as an infrastructure failure, never a verdict`, async () => {
-      const grader = createGrader(createDockerBackend({ dockerPath: fakeDocker, env: env(extra) }), noSleep);
-      const outcome = await grader.grade(job(), new AbortController().signal);
-      assert.equal(outcome.kind, "infra_failure");
-      if (outcome.kind !== "infra_failure") return;
-      assert.equal(outcome.failure.kind, kind);
-      assert.equal(outcome.attempts, DEFAULT_RETRY.maxAttempts);
-      assert.ok(!("resolved" in outcome));
-      const c = calls();
-      assert.equal(c.filter((x) => x[0] === "rm").length, DEFAULT_RETRY.maxAttempts);
-      assert.ok(c.filter((x) => x[0] === "rm").every((x) => x[1] === "-f" && x[2] === "-v"));
-    });
-  }
-
-  it("a test run over the timeout is killed, the container removed, and it counts as infrastructure", async () => {
-    const backend = createDockerBackend({ dockerPath: fakeDocker, env: env({ FAKE_DOCKER_HANG_EVAL: "1" }) });
-    const started = Date.now();
-    const outcome = await backend.grade(job({ timeoutS: 1 }), new AbortController().signal);
-    assert.ok(Date.now() - started < 15_000);
-    assert.equal(outcome.kind, "infra_failure");
-    if (outcome.kind === "infra_failure") assert.equal(outcome.failure.kind, "timeout");
-    assert.equal(calls().at(-1)?.[0], "rm");
-  });
-
-  it("a log that stops before the tests grades as the harness does: not applied, unresolved", async () => {
-    const truncated = path.join(tmp, "truncated.txt");
-    const full = readFileSync(path.join(caseDir, "test_output.txt"), "utf8");
-    writeFileSync(truncated, full.slice(0, full.indexOf("+ : '>>>>> Start Test Output'")));
-    const backend = createDockerBackend({
-      dockerPath: fakeDocker,
-      env: env({ FAKE_DOCKER_EVAL_OUTPUT: truncated }),
-    });
-    const outcome = await backend.grade(job(), new AbortController().signal);
-    assert.equal(outcome.kind, "graded");
-    if (outcome.kind !== "graded") return;
-    assert.deepEqual(outcome.report, {
-      "astropy__astropy-14365": {
-        patch_is_None: false,
-        patch_exists: true,
-        patch_successfully_applied: false,
-        resolved: false,
-      },
-    });
-  });
-
-  it("refuses an image that is not pinned by digest, before touching docker", async () => {
-    const backend = createDockerBackend({ dockerPath: fakeDocker, env: env() });
+  it("refuses an image that is not pinned by digest, before touching the daemon", async () => {
     await assert.rejects(
-      backend.grade(job({ image: { name: "swebench/x", digest: "latest" } }), new AbortController().signal),
+      backend().grade(job({ image: { name: image.name, digest: "latest" } }), signal()),
       /pinned by digest/,
     );
-    assert.equal(calls().length, 0);
   });
 
-  it("skips an empty patch like the harness, or runs it for gold validation", async () => {
-    const backend = createDockerBackend({
-      dockerPath: fakeDocker,
-      env: env({ FAKE_DOCKER_EVAL_OUTPUT: path.join(caseDir, "test_output.txt") }),
+  it("a restarted grader removes the containers a dead one left, and only those", async () => {
+    const base = (await testBaseImage()).ref;
+    const labels = (pid: number) => ({
+      [GradeLabels.role]: "grade",
+      [GradeLabels.host]: hostname(),
+      [GradeLabels.pid]: String(pid),
     });
-    const skipped = await backend.grade(job({ patch: "" }), new AbortController().signal);
-    assert.equal(skipped.kind, "not_graded");
-    assert.equal(calls().length, 0);
-    const ran = await backend.grade(job({ patch: "", emptyPatch: "run" }), new AbortController().signal);
-    assert.equal(ran.kind, "graded");
-    assert.ok(!calls().some((c) => c.at(-1) === "/tmp/patch.diff"), "nothing to apply");
+    const dead = await rt.create({ image: base, command: ["true"], labels: labels(2 ** 22 + 12345) });
+    const live = await rt.create({ image: base, command: ["true"], labels: labels(process.ppid) });
+    try {
+      const removed = await sweepGradeContainers(rt, silentLogger());
+      assert.ok(removed.includes(dead.name));
+      assert.equal(await dead.state(), null);
+      assert.notEqual(await live.state(), null);
+    } finally {
+      await live.remove();
+      await dead.remove();
+    }
+  });
+
+  it("clamps CPU and memory limits to the daemon's host", () => {
+    const small = { info: { cpus: 1, memoryBytes: 2 ** 30 } } as ContainerRuntime;
+    assert.deepEqual(clampLimits(DEFAULT_GRADE_LIMITS, small), { memoryBytes: 2 ** 30, cpus: 1, pids: 4096 });
   });
 });
 
 describe("results cache", () => {
-  it("identical patches on the same image are graded once; another patch is graded again", async () => {
-    const cache = new MemoryGradeCache();
-    const grader = createGrader(
-      createDockerBackend({
-        dockerPath: fakeDocker,
-        env: env({ FAKE_DOCKER_EVAL_OUTPUT: path.join(caseDir, "test_output.txt") }),
-      }),
-      { cache, ...noSleep },
-    );
-    const signal = new AbortController().signal;
-    const [a, b] = await Promise.all([grader.grade(job(), signal), grader.grade(job(), signal)]);
-    assert.equal(a.kind, "graded");
-    assert.deepEqual(b, a, "a concurrent identical job shares the in-flight grade");
-    const third = await grader.grade(job(), signal);
-    assert.equal(third.kind === "graded" && third.cached, true);
-    assert.equal(calls().filter((c) => c[0] === "pull").length, 1);
+  const DIGEST = `sha256:${"ab".repeat(32)}`;
+  function countingBackend(outcome: GradeOutcome): GradeBackend & { calls: number } {
+    const b = {
+      name: "stub",
+      calls: 0,
+      async grade() {
+        b.calls++;
+        await new Promise((r) => setImmediate(r));
+        return outcome;
+      },
+    };
+    return b;
+  }
+  const graded: GradeOutcome = {
+    kind: "not_graded",
+    resolved: false,
+    reason: "patch_apply_failed",
+    detail: "x",
+  };
+  const stubJob = (patch: string): GradeJob => ({
+    instance: { instance_id: "i", repo: "r", version: "1", FAIL_TO_PASS: [], PASS_TO_PASS: [] },
+    patch,
+    image: { name: "x/y", digest: DIGEST },
+  });
 
-    await grader.grade(job({ patch: `${job().patch}\n` }), signal);
-    assert.equal(calls().filter((c) => c[0] === "pull").length, 2);
+  it("identical patches on the same image are graded once; another patch is graded again", async () => {
+    const b = countingBackend(graded);
+    const grader = createGrader(b, { cache: new MemoryGradeCache(), ...noSleep });
+    const [x, y] = await Promise.all([
+      grader.grade(stubJob("p"), signal()),
+      grader.grade(stubJob("p"), signal()),
+    ]);
+    assert.deepEqual(y, x, "a concurrent identical job shares the in-flight grade");
+    const third = await grader.grade(stubJob("p"), signal());
+    assert.equal(third.kind === "not_graded" && third.cached, true);
+    assert.equal(b.calls, 1);
+    await grader.grade(stubJob("p\n"), signal());
+    assert.equal(b.calls, 2);
   });
 
   it("infrastructure failures are not cached", async () => {
     const cache = new MemoryGradeCache();
-    const grader = createGrader(
-      createDockerBackend({ dockerPath: fakeDocker, env: env({ FAKE_DOCKER_FAIL_PULL: "always" }) }),
-      {
-        cache,
-        retry: { maxAttempts: 1 },
-        ...noSleep,
-      },
-    );
-    await grader.grade(job(), new AbortController().signal);
-    assert.equal(await cache.get(gradeCacheKey(DIGEST, job().patch)), undefined);
+    const b = countingBackend({
+      kind: "infra_failure",
+      failure: { kind: "image_pull", message: "x" },
+      attempts: 1,
+    });
+    await createGrader(b, { cache, retry: { maxAttempts: 1 }, ...noSleep }).grade(stubJob("p"), signal());
+    assert.equal(await cache.get(gradeCacheKey(DIGEST, "p")), undefined);
   });
 
   it("the key is sha256 of image digest, patch hash and grader version", () => {
@@ -315,7 +295,7 @@ describe("results cache", () => {
   it("backoff doubles and is capped", () => {
     const p = { maxAttempts: 5, baseDelayMs: 1000, maxDelayMs: 3000 };
     assert.deepEqual(
-      [1, 2, 3, 4].map((n) => backoffMs(p, n)),
+      [1, 2, 3, 4].map((n) => backoffDelayMs(graderBackoff(p), n, () => 0.5)),
       [1000, 2000, 3000, 3000],
     );
   });

@@ -8,7 +8,7 @@ import { after, before, beforeEach, describe, it } from "node:test";
 import { createGrader } from "../../actors/grader-supervisor/backends/grader.js";
 import { createLocalBackend } from "../../actors/grader-supervisor/backends/local.js";
 import type { GradeJob } from "../../actors/grader-supervisor/backends/types.js";
-import type { GradingInstance } from "../../actors/grader-supervisor/grading/index.js";
+import type { GradingInstance } from "../../grading/index.js";
 import type { EvalfleetError } from "../../protocol/errors.js";
 
 let dir: string;

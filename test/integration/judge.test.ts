@@ -6,13 +6,17 @@ import type { Subscription } from "@nats-io/transport-node";
 import { startJudge } from "../../actors/judge/actor.js";
 import { loadTaskLibrary } from "../../actors/planner/library.js";
 import type { Actor } from "../../actors/runtime/actor.js";
-import { openPlane, type Plane } from "../../actors/runtime/connect.js";
+import { type Gateway, startGateway } from "../../gateway/server.js";
+import { silentLogger } from "../../lib/log.js";
+import { openPlane, type Plane } from "../../plane/connect.js";
 import type { RunConfigInput } from "../../protocol/config.js";
-import { silentLogger } from "../../protocol/log.js";
+import { MsgIds } from "../../protocol/ids.js";
 import { type JudgeJob, type LedgerCall, MessageTypes, type Verdict } from "../../protocol/messages.js";
 import { BlobNames, StateKeys, Subjects } from "../../protocol/subjects.js";
 import { Consumers } from "../../protocol/topology.js";
-import { type ScriptedProvider, startScriptedProvider } from "../../scripts/scripted-provider/index.js";
+import { type ScriptedProvider, startScriptedProvider } from "../../scripted-provider/index.js";
+import { revokeRunKeys } from "../../store/keys.js";
+import { type ByCell, collectByCell } from "../helpers/by-cell.js";
 import { type FreshDb, freshDb } from "../helpers/db.js";
 import { startNats, type TestNats } from "../helpers/nats.js";
 
@@ -26,25 +30,13 @@ let fdb: FreshDb;
 let provider: ScriptedProvider;
 let actor: Actor;
 const subs: Subscription[] = [];
-const verdicts = new Map<string, Verdict>();
+let verdicts: ByCell<Verdict>;
 const ledger: LedgerCall[] = [];
-const waiters = new Map<string, (v: Verdict) => void>();
 
-function waitVerdict(cellId: string, timeoutMs = 30_000): Promise<Verdict> {
-  const have = verdicts.get(cellId);
-  if (have) return Promise.resolve(have);
-  return new Promise((resolve, reject) => {
-    const t = setTimeout(() => reject(new Error(`no verdict for ${cellId}`)), timeoutMs);
-    waiters.set(cellId, (v) => {
-      clearTimeout(t);
-      resolve(v);
-    });
-  });
-}
-
-async function putRun(run: string, judge: "claude" | "gpt"): Promise<void> {
+async function putRun(run: string, judge: "claude" | "gpt", budgetUsd?: number): Promise<void> {
   const config: RunConfigInput = {
     name: run,
+    ...(budgetUsd === undefined ? {} : { budget_usd: budgetUsd }),
     harnesses: [{ name: "reference", adapter: "reference" }],
     models: [
       {
@@ -87,27 +79,33 @@ async function submit(run: string, cellId: string): Promise<void> {
     patchRef,
   };
   await plane.js.publish(Subjects.judgeJobs.one(run), JSON.stringify(job), {
-    msgID: `${run}/${cellId}/1/judge`,
+    msgID: MsgIds.judgeJob(run, cellId, 1),
   });
+}
+
+/** Judges one cell of `run` with the provider answering `scenario`: its verdict and the provider calls it took. */
+async function judgeCell(
+  run: string,
+  cellId: string,
+  scenario: Parameters<ScriptedProvider["setScenario"]>[0],
+): Promise<{ v: Verdict; calls: ReturnType<ScriptedProvider["calls"]> }> {
+  provider.setScenario(scenario);
+  const before = provider.calls().length;
+  await submit(run, cellId);
+  const v = await verdicts.wait(cellId);
+  return { v, calls: provider.calls().slice(before) };
 }
 
 before(async () => {
   nats = await startNats();
-  plane = await openPlane({ servers: nats.url, name: "judge-test" });
+  plane = await openPlane({ nats: nats.settings, name: "judge-test" });
   fdb = await freshDb("judge");
   provider = await startScriptedProvider({ keys: [JUDGE_KEY] });
   await putRun("judged", "claude");
   await putRun("judged-gpt", "gpt");
-  const vs = plane.nc.subscribe(Subjects.judgeResults.all);
+  verdicts = collectByCell<Verdict>(plane.nc, Subjects.judgeResults.all, "verdict");
   const ls = plane.nc.subscribe(Subjects.ledger.all);
-  subs.push(vs, ls);
-  void (async () => {
-    for await (const m of vs) {
-      const v = m.json<Verdict>();
-      verdicts.set(v.cellId, v);
-      waiters.get(v.cellId)?.(v);
-    }
-  })();
+  subs.push(ls);
   void (async () => {
     for await (const m of ls) ledger.push(m.json<LedgerCall>());
   })();
@@ -123,6 +121,7 @@ before(async () => {
 
 after(async () => {
   await actor?.drain(5_000);
+  verdicts?.stop();
   for (const s of subs) s.unsubscribe();
   await plane?.close();
   await provider?.close();
@@ -132,17 +131,13 @@ after(async () => {
 
 describe("judge", () => {
   it("scores an open_ended attempt with the rubric, under the judge's key, and bills the run", async () => {
-    provider.setScenario({
+    const { v, calls } = await judgeCell("judged", "cell-a", {
       text: 'Here is my assessment:\n```json\n{"score": 0.5, "rationale": "mul and div proposed; no zero case"}\n```',
     });
-    const before = provider.calls().length;
-    await submit("judged", "cell-a");
-    const v = await waitVerdict("cell-a");
     assert.equal(v.score, 0.5);
     assert.equal(v.rationale, "mul and div proposed; no zero case");
     assert.equal(v.judgeModel, "claude-sonnet-4-5");
 
-    const calls = provider.calls().slice(before);
     assert.equal(calls.length, 1);
     const call = calls[0]!;
     assert.equal(call.key, JUDGE_KEY);
@@ -167,15 +162,11 @@ describe("judge", () => {
   });
 
   it("retries an overloaded judge; the failed call is in the ledger at zero cost", async () => {
-    provider.setScenario([
+    const { v, calls } = await judgeCell("judged", "cell-b", [
       { error: { status: 529 } },
       { text: '{"score": 1, "rationale": "complete, zero case handled"}' },
     ]);
-    const before = provider.calls().length;
-    await submit("judged", "cell-b");
-    const v = await waitVerdict("cell-b");
     assert.equal(v.score, 1);
-    const calls = provider.calls().slice(before);
     assert.equal(calls.length, 2);
     const mine = ledger.filter((l) => l.cellId === "cell-b");
     assert.deepEqual(
@@ -190,15 +181,11 @@ describe("judge", () => {
   });
 
   it("asks again when the answer has no score, and both calls are billed", async () => {
-    provider.setScenario([
+    const { v, calls } = await judgeCell("judged", "cell-c", [
       { text: "I think it is decent." },
       { text: '{"score": "70%", "rationale": "ok"}' },
     ]);
-    const before = provider.calls().length;
-    await submit("judged", "cell-c");
-    const v = await waitVerdict("cell-c");
     assert.equal(v.score, 0.7);
-    const calls = provider.calls().slice(before);
     assert.equal(calls.length, 2);
     assert.equal(v.costNanoUsd, (calls[0]?.costNanoUsd ?? 0) + (calls[1]?.costNanoUsd ?? 0));
     assert.equal(ledger.filter((l) => l.cellId === "cell-c").length, 2);
@@ -219,22 +206,84 @@ describe("judge", () => {
       await new Promise((r) => setTimeout(r, 50));
     }
     assert.equal(provider.calls().length, before);
-    assert.equal(verdicts.has("cell-landed"), false);
+    assert.equal(verdicts.seen.has("cell-landed"), false);
   });
 
   it("an OpenAI judge model is called on chat completions", async () => {
-    provider.setScenario({ text: '{"score": 0, "rationale": "NOTES.md missing"}' });
-    const before = provider.calls().length;
-    await submit("judged-gpt", "cell-d");
-    const v = await waitVerdict("cell-d");
+    const { v, calls } = await judgeCell("judged-gpt", "cell-d", {
+      text: '{"score": 0, "rationale": "NOTES.md missing"}',
+    });
     assert.equal(v.score, 0);
     assert.equal(v.judgeModel, "gpt-5-mini");
-    const call = provider.calls().slice(before)[0];
+    const call = calls[0];
     assert.equal(call?.path, "/v1/chat/completions");
     assert.equal(call?.key, JUDGE_KEY);
     const l = ledger.find((x) => x.cellId === "cell-d");
     assert.equal(l?.endpoint, "chat_completions");
     assert.equal(l?.provider, "openai");
     assert.equal(l?.costNanoUsd, call?.costNanoUsd);
+  });
+});
+
+describe("judge without a key of its own", () => {
+  let gw: Gateway | undefined;
+  let minting: Actor | undefined;
+  after(async () => {
+    await minting?.drain(5_000);
+    await gw?.close();
+  });
+
+  it("mints one key per run (kind judge, capped at the run's budget) that the gateway takes; revoked at the run's end, the next job gets a new one", async () => {
+    // This judge replaces the fixed-key one on the judge consumer, and calls through a real gateway.
+    await actor.drain(5_000);
+    gw = await startGateway({
+      db: fdb.db,
+      aliases: {
+        "claude-sonnet-4-5": {
+          upstream: { provider: "anthropic", baseUrl: provider.url, apiKey: JUDGE_KEY },
+        },
+      },
+    });
+    minting = await startJudge({
+      plane,
+      db: fdb.db,
+      log: silentLogger(),
+      gatewayUrl: gw.url,
+      retryBaseDelayMs: 10,
+    });
+    await putRun("minted", "claude", 3);
+    provider.setScenario({ text: '```json\n{"score": 1, "rationale": "fine"}\n```' });
+    const keys = () =>
+      fdb.db.query<{ kind: string; cell_id: string | null; models: string; cap: string; revoked: boolean }>(
+        `SELECT kind, cell_id, models, cap_nano_usd::text AS cap, revoked_at IS NOT NULL AS revoked
+           FROM virtual_keys WHERE run_name = $1 ORDER BY created_at`,
+        ["minted"],
+      );
+    await submit("minted", "cell-m1");
+    assert.equal((await verdicts.wait("cell-m1")).score, 1);
+    const first = (await keys()).rows;
+    assert.equal(first.length, 1, "one key for the run");
+    assert.deepEqual(
+      { ...first[0], models: JSON.parse(first[0]!.models) },
+      { kind: "judge", cell_id: null, models: ["claude-sonnet-4-5"], cap: "3000000000", revoked: false },
+    );
+    // Only the gateway's own upstream key reached the provider, and the gateway logged the call for the run.
+    assert.equal(provider.calls().at(-1)?.key, JUDGE_KEY);
+    const logged = await fdb.db.query("SELECT 1 FROM gateway_spend_log WHERE run_name = $1", ["minted"]);
+    assert.equal(logged.rowCount, 1);
+
+    // The run ends: every key of it is revoked (the results-writer's reconcile does this), the judge's included.
+    assert.equal(await revokeRunKeys(fdb.db, "minted"), 1);
+    // A resumed run's next job: the gateway refuses the old key, the judge mints a new one and is judged.
+    await submit("minted", "cell-m2");
+    assert.equal((await verdicts.wait("cell-m2")).score, 1);
+    const after = (await keys()).rows;
+    assert.deepEqual(
+      after.map((k) => [k.kind, k.revoked]),
+      [
+        ["judge", true],
+        ["judge", false],
+      ],
+    );
   });
 });

@@ -1,55 +1,41 @@
 import assert from "node:assert/strict";
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { after, before, it } from "node:test";
 import { RunCache } from "../../actors/dispatcher/runs.js";
 import { startPlanner } from "../../actors/planner/actor.js";
 import { ProgressWriter } from "../../actors/results-writer/progress.js";
 import type { Actor } from "../../actors/runtime/actor.js";
-import { openPlane, type Plane } from "../../actors/runtime/connect.js";
-import { silentLogger } from "../../protocol/log.js";
+import { silentLogger } from "../../lib/log.js";
+import type { Plane } from "../../plane/connect.js";
 import type { RunProgress } from "../../protocol/messages.js";
 import { ProgressKeys, poolId, StateKeys, Subjects } from "../../protocol/subjects.js";
 import { insertLedgerCalls, type LedgerCallRow, setCellStatus } from "../../store/results.js";
-import { type FreshDb, freshDb } from "../helpers/db.js";
-import { startNats, type TestNats } from "../helpers/nats.js";
+import { type PlaneRig, startPlaneRig } from "../helpers/plane-rig.js";
+import { waitFor } from "../helpers/wait.js";
 
-let nats: TestNats;
-let store: FreshDb;
+let rig: PlaneRig;
 let plane: Plane;
 let planner: Actor;
-let libDir: string;
 
 const RUN = "fleet-run";
 const POOL = poolId("h", "m");
 
 before(async () => {
-  nats = await startNats();
-  store = await freshDb("planner-fleet");
-  libDir = await mkdtemp(join(tmpdir(), "ef-fleet-lib-"));
-  for (const id of ["t1", "t2", "t3"]) await writeFile(join(libDir, `${id}.yaml`), `id: ${id}\ntrack: swe\n`);
-  plane = await openPlane({ servers: nats.url, name: "planner-fleet" });
-  planner = await startPlanner({ plane, db: store.db, log: silentLogger(), fleetIntervalMs: 200 });
+  rig = await startPlaneRig("planner-fleet", { tasks: ["t1", "t2", "t3"].map((id) => ({ id })) });
+  plane = await rig.plane("planner-fleet");
+  planner = rig.adopt(
+    await startPlanner({
+      plane,
+      db: rig.store.db,
+      log: silentLogger(),
+      fleetIntervalMs: 200,
+      libraryRoots: [rig.libDir],
+    }),
+  );
 });
 
 after(async () => {
-  await planner.stop();
-  await plane.close();
-  await store.cleanup();
-  await nats.cleanup();
-  await rm(libDir, { recursive: true, force: true });
+  await rig.close();
 });
-
-async function waitFor<T>(what: string, get: () => Promise<T | undefined>, ms = 15_000): Promise<T> {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    const v = await get();
-    if (v !== undefined) return v;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
 
 async function runKey(): Promise<RunProgress | undefined> {
   const e = await plane.kv.progress.get(ProgressKeys.run(RUN));
@@ -62,10 +48,11 @@ it("sizes the pool by Little's law from the ledger and the pacer's limits, keepi
     JSON.stringify({
       name: RUN,
       harnesses: [{ name: "h", adapter: "command" }],
-      models: [{ name: "m" }],
+      models: [{ name: "m", prices: { input_per_mtok: 1, output_per_mtok: 2 } }],
       tasks: ["*"],
-      task_library_path: libDir,
+      task_library_path: rig.libDir,
       repeats: 4,
+      unvalidated: true,
     }),
   );
   // Plan time: no limits anywhere yet, so the pool is not capped and its pool key says why.
@@ -83,8 +70,8 @@ it("sizes the pool by Little's law from the ledger and the pacer's limits, keepi
 
   // Three attempts running, one done; each made 4 calls of 2 s, 500 ms apart: 9.5 s for 4 calls.
   const cells = ["t1__r0", "t1__r1", "t2__r0", "t2__r1"].map((s) => `${POOL}__${s}`);
-  for (const c of cells.slice(0, 3)) await setCellStatus(store.db, RUN, c, "running");
-  await setCellStatus(store.db, RUN, cells[3]!, "completed");
+  for (const c of cells.slice(0, 3)) await setCellStatus(rig.store.db, RUN, c, "running");
+  await setCellStatus(rig.store.db, RUN, cells[3]!, "completed");
   const t0 = Date.parse("2026-01-01T00:00:00Z");
   const rows: LedgerCallRow[] = [];
   for (const cellId of cells.slice(0, 3))
@@ -104,13 +91,13 @@ it("sizes the pool by Little's law from the ledger and the pacer's limits, keepi
         pacerWaitMs: 0,
         startedAt: new Date(t0 + i * 2_500),
       });
-  await insertLedgerCalls(store.db, rows);
+  await insertLedgerCalls(rig.store.db, rows);
 
   // The results-writer's counters, merged onto the run key as it does.
   const writer = new ProgressWriter({
     kv: plane.kv.progress,
     jsm: plane.jsm,
-    db: store.db,
+    db: rig.store.db,
     log: silentLogger(),
     actor: planner,
   });
@@ -162,11 +149,11 @@ it("sizes the pool by Little's law from the ledger and the pacer's limits, keepi
   assert.equal(poolKey?.source, "run");
 
   // What the dispatcher reads: the run key's pools as a per-pool cap.
-  const ctx = await new RunCache(plane.kv.jobs, plane.kv.progress, store.db).get(RUN);
+  const ctx = await new RunCache(plane.kv.jobs, plane.kv.progress, rig.store.db).get(RUN);
   assert.equal(ctx.poolLimits[POOL], 3);
 
   // And the writer's next merge keeps the pools.
-  await setCellStatus(store.db, RUN, cells[0]!, "completed");
+  await setCellStatus(rig.store.db, RUN, cells[0]!, "completed");
   await writer.updateRun(RUN);
   const after = await runKey();
   assert.equal(after?.completed, 2);

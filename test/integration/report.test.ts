@@ -5,11 +5,12 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { after, before, describe, it } from "node:test";
 import { promisify } from "node:util";
-import { buildReport } from "../../scripts/report/aggregate.js";
-import { loadReportInput } from "../../scripts/report/load.js";
-import type { Report } from "../../scripts/report/types.js";
+import { buildReport } from "../../report/aggregate.js";
+import { loadReportInput } from "../../report/load.js";
+import type { Report } from "../../report/types.js";
 import { openDb } from "../../store/db.js";
 import { migrate } from "../../store/migrations.js";
+import { insertLedgerCalls, saveRunMetadata, upsertAttemptResults } from "../../store/results.js";
 import { type FreshDb, freshDb } from "../helpers/db.js";
 import { HARNESSES, RUN, seedReportRun } from "./report-seed.js";
 
@@ -122,6 +123,52 @@ describe("evalfleet report: figures equal sums over the database", () => {
     assert.deepEqual(report.groups[1]!.errorClasses, { tests_failed: 4, harness_error: 1 });
   });
 
+  it("a running cell's calls (no attempt row yet) are in its harness × model, not a group apart", async () => {
+    const run = "report-running";
+    await saveRunMetadata(f.db, {
+      runName: run,
+      config: { name: run, harnesses: [{ name: "h__x" }, { name: "h" }], models: [{ name: "m.1" }] },
+      version: "test",
+    });
+    await upsertAttemptResults(f.db, [
+      {
+        runName: run,
+        cellId: "h__m.1__t1__r0",
+        attempt: 0,
+        harness: "h",
+        model: "m.1",
+        taskId: "t1",
+        repeat: 0,
+      },
+    ]);
+    const call = (callId: string, cellId: string, costNanoUsd: number) => ({
+      callId,
+      runName: run,
+      cellId,
+      attempt: 0,
+      model: "m.1",
+      status: "ok",
+      costNanoUsd,
+    });
+    await insertLedgerCalls(f.db, [
+      call("r1", "h__m.1__t1__r0", 1_000),
+      // still running: no run_results row
+      call("r2", "h__m.1__t2__r0", 20_000),
+      call("r3", "h__x__m.1__t1__r0", 300_000),
+      // a cell id no harness × model of the run starts
+      call("r4", "ghost__cell", 4_000_000),
+    ]);
+    const r = buildReport(await loadReportInput(f.db, run));
+    assert.deepEqual(
+      r.groups.map((g) => [g.harness, g.model, g.costNanoUsd, g.calls]),
+      [
+        ["(no attempt row)", "m.1", 4_000_000, 1],
+        ["h", "m.1", 21_000, 2],
+        ["h__x", "m.1", 300_000, 1],
+      ],
+    );
+  });
+
   it("per-phase cost is the phase_results sum", async () => {
     const beta = report.groups[1]!;
     assert.deepEqual(
@@ -147,7 +194,7 @@ describe("`evalfleet report` CLI on an embedded database", () => {
   let expected: Report;
   const { DATABASE_URL: _pg, NODE_TEST_CONTEXT: _t, ...env } = process.env;
   const cli = (...args: string[]) =>
-    run(process.execPath, ["--import", "tsx", "scripts/cli.ts", ...args, "--state-dir", dir], {
+    run(process.execPath, ["--import", "tsx", "cli/main.ts", ...args, "--state-dir", dir], {
       cwd: ROOT,
       env: { ...env, NATS_URL: "nats://127.0.0.1:1" },
     });

@@ -5,9 +5,8 @@ import { fileURLToPath } from "node:url";
 import { startResultsWriter } from "../../actors/results-writer/actor.js";
 import { ProgressWriter } from "../../actors/results-writer/progress.js";
 import { Actor } from "../../actors/runtime/actor.js";
-import { openPlane, type Plane } from "../../actors/runtime/connect.js";
-import { createRunKey } from "../../gateway-sidecar/keys.js";
-import { silentLogger } from "../../protocol/log.js";
+import { silentLogger } from "../../lib/log.js";
+import { openPlane, type Plane } from "../../plane/connect.js";
 import {
   type AttemptResult,
   type AttemptStatus,
@@ -20,10 +19,12 @@ import {
   type RunProgress,
   type Verdict,
 } from "../../protocol/messages.js";
+import { usdToNanoNumber } from "../../protocol/money.js";
+import { classifyAttempt, retriesOf } from "../../protocol/retry.js";
 import { ProgressKeys, StateKeys, Subjects } from "../../protocol/subjects.js";
 import { Consumers, Streams } from "../../protocol/topology.js";
 import type { Db } from "../../store/db.js";
-import { usdToNanoNumber } from "../../store/money.js";
+import { createAttemptKey } from "../../store/keys.js";
 import {
   getAttemptResult,
   getCellStatuses,
@@ -32,6 +33,7 @@ import {
   setCellStatus,
 } from "../../store/results.js";
 import { type FreshDb, freshPostgres } from "../helpers/db.js";
+import { ledgerCall } from "../helpers/ledger.js";
 import { startNats, type TestNats } from "../helpers/nats.js";
 
 let nats: TestNats;
@@ -51,7 +53,7 @@ const WRITER_CONSUMERS = [
 
 async function plane(name: string): Promise<Plane> {
   // ensure: false keeps the short ack_wait set below (ensureTopology would restore the production value).
-  const p = await openPlane({ servers: nats.url, name, ensure: false });
+  const p = await openPlane({ nats: nats.settings, name, ensure: false });
   planes.push(p);
   return p;
 }
@@ -138,47 +140,47 @@ function call(
   costNanoUsd: number,
   extra: Partial<LedgerCall> = {},
 ) {
-  const c: LedgerCall = {
-    type: MessageTypes.ledgerCall,
-    callId: `call-${++callSeq}`,
+  const seq = ++callSeq;
+  return ledgerCall({
+    callId: `call-${seq}`,
     run,
     cellId,
     attempt,
-    traceId: cellId,
-    model: "m",
-    alias: "h__m",
-    pool: "h__m",
-    provider: "anthropic",
-    endpoint: "/v1/messages",
-    status: "ok",
-    httpStatus: 200,
-    inputTokens: 100 + (callSeq % 7),
-    outputTokens: 10 + (callSeq % 3),
-    cacheReadTokens: 5,
-    cacheWriteTokens: 1,
-    reasoningTokens: 2,
+    inputTokens: 100 + (seq % 7),
+    outputTokens: 10 + (seq % 3),
     costNanoUsd,
-    priceVersion: "test",
-    latencyMs: 10,
-    ttfbMs: 5,
-    pacerWaitMs: 0,
-    retries: 0,
-    clampedMaxTokens: null,
-    estimated: false,
-    costMode: "platform",
-    startedAt: "2026-12-01T00:00:30.000Z",
     ...extra,
-  };
-  return c;
+  });
+}
+
+/** What the dispatcher does before it launches an attempt: its claim in the budgets bucket. */
+async function claim(run: string, cellId: string, attempt: number, base = 0): Promise<void> {
+  await admin.kv.budgets.put(
+    StateKeys.claim(run, cellId, attempt),
+    JSON.stringify({ by: "test", gen: 1, base, pool: "h__m", at: new Date().toISOString() }),
+  );
 }
 
 /** Publish messages the way their producers do (msg ids) — or, with `dup`, a second time without ids, so only
- * the writer's own idempotency stands between them and double rows. */
-async function publishAll(msgs: (AttemptResult | LedgerCall)[], dup = false): Promise<void> {
+ * the writer's own idempotency stands between them and double rows. Every attempt named is claimed first, as the
+ * dispatcher would have before launching it (unless `unclaimed`). */
+async function publishAll(
+  msgs: (AttemptResult | LedgerCall)[],
+  dup = false,
+  unclaimed = false,
+): Promise<void> {
+  if (!unclaimed)
+    await Promise.all(
+      [...new Map(msgs.map((m) => [`${m.run}/${m.cellId}/${m.attempt}`, m])).values()].map((m) =>
+        claim(m.run, m.cellId, m.attempt),
+      ),
+    );
   await Promise.all(
     msgs.map((m) => {
       const ledger = m.type === MessageTypes.ledgerCall;
-      const subject = ledger ? Subjects.ledger.one(m.run, m.cellId) : Subjects.attempts.one(m.run, m.cellId);
+      const subject = ledger
+        ? Subjects.ledger.one(m.run, m.cellId, m.attempt)
+        : Subjects.attempts.one(m.run, m.cellId, m.attempt);
       const id = ledger ? m.callId : `${m.run}/${m.cellId}/${m.attempt}/result`;
       return admin.js.publish(subject, JSON.stringify(m), dup ? {} : { msgID: id });
     }),
@@ -235,7 +237,7 @@ before(async () => {
   // PostgreSQL, not PGlite: the crash test runs a writer in a second process on the same database (the main-job
   // test runs the results-writer on PGlite).
   store = await freshPostgres("results_writer");
-  admin = await openPlane({ servers: nats.url, name: "rw-admin" });
+  admin = await openPlane({ nats: nats.settings, name: "rw-admin" });
   planes.push(admin);
   for (const c of WRITER_CONSUMERS)
     await admin.jsm.consumers.update(c.stream, c.durable, { ack_wait: ACK_WAIT_NS });
@@ -319,8 +321,8 @@ describe("results-writer", () => {
     const calls = cells.flatMap((c, i) => [1, 2, 3].map((k) => call(run, c.cellId, 0, 1_000_000 * k + i)));
     const results = cells.map((c) =>
       result(run, c.cellId, 0, status(c.cellId), {
-        ...(c.cellId === "cap-patch" ? { patchRef: "p", patchHash: "h" } : {}),
-        ...(c.cellId === "open" ? { trajectoryRef: "traj" } : {}),
+        ...(c.cellId === "cap-patch" ? { patchRef: `${run}/cap-patch/0/patch.diff`, patchHash: "h" } : {}),
+        ...(c.cellId === "open" ? { trajectoryRef: `${run}/open/0/trajectory.jsonl` } : {}),
         ...(c.cellId === "crash" ? { errorMessage: "segfault" } : {}),
       }),
     );
@@ -336,8 +338,18 @@ describe("results-writer", () => {
       const p = await progress(run);
       return p?.completed === 16 && p.failed === 1;
     });
-    await new Promise((r) => setTimeout(r, 500)); // let the duplicates drain
-    const final = await waitFor("progress", () => progress(run));
+    // The ledger is its own feed: every call lands (duplicates once), and the run's progress converges on it.
+    await waitFor("every ledger call", async () =>
+      (await count("SELECT count(*) AS n FROM ledger_calls WHERE run_name = $1", [run])) >= calls.length
+        ? true
+        : undefined,
+    );
+    const ledgerTotal = (await ledgerTotals(store.db, run)).allNanoUsd;
+    const final = await waitFor("the progress key on the whole ledger", async () => {
+      const p = await progress(run);
+      return p && p.totalCostNanoUsd === ledgerTotal ? p : undefined;
+    });
+    await new Promise((r) => setTimeout(r, 500)); // a late duplicate would show up now
     assert.equal(final.phase, "running", "grades are still awaited");
     assert.equal(
       await count("SELECT count(*) AS n FROM run_results WHERE run_name = $1", [run]),
@@ -388,6 +400,137 @@ describe("results-writer", () => {
     const cp = cell?.json<{ status: string; usage: { costNanoUsd: number } }>();
     assert.equal(cp?.status, "completed");
     assert.equal(cp?.usage.costNanoUsd, (await ledgerSum(run, "ready3")).cost);
+  });
+
+  it("a result or call whose body names another cell or attempt than its subject is refused, with an event", async () => {
+    const run = "forged";
+    await plan(run, [work(run, "mine"), work(run, "victim")]);
+    await writer("rw-forged");
+    const onMine = (m: AttemptResult | LedgerCall, subject: (r: string, c: string, a: number) => string) =>
+      admin.js.publish(subject(run, "mine", 1), JSON.stringify(m));
+    // What a task allowed only attempts.forged.mine.1 / ledger.forged.mine.1 could try: speak for another cell,
+    // or for a later attempt of its own cell.
+    await onMine(result(run, "victim", 1, "PATCH_READY"), Subjects.attempts.one);
+    await onMine(result(run, "mine", 7, "PATCH_READY"), Subjects.attempts.one);
+    await onMine(call(run, "victim", 1, 5_000_000_000), Subjects.ledger.one);
+    // Then the genuine ones.
+    await publishAll([result(run, "victim", 1, "EMPTY_PATCH"), result(run, "mine", 1, "EMPTY_PATCH")]);
+    await publishAll([call(run, "victim", 1, 1_000), call(run, "mine", 1, 2_000)]);
+    await waitFor("both cells landed", async () => {
+      const p = await progress(run);
+      return p?.completed === 2;
+    });
+    assert.equal((await getAttemptResult(store.db, run, "victim"))?.attempt, 1);
+    assert.equal((await getAttemptResult(store.db, run, "victim"))?.status, "EMPTY_PATCH");
+    assert.equal((await getAttemptResult(store.db, run, "mine"))?.attempt, 1);
+    await waitFor("the forged call left nothing", async () => (await ledgerSum(run, "victim")).n === 1);
+    assert.equal((await ledgerSum(run, "victim")).cost, 1_000);
+    const events = await waitFor("three refusals", async () => {
+      const all = await streamMessages<RunEvent>(Streams.events.name, Subjects.events.run(run));
+      const refused = all.filter((e) => e.kind === "poison" && /belongs on/.test(e.message));
+      return refused.length === 3 ? refused : null;
+    });
+    assert.match(
+      events.map((e) => e.message).join("\n"),
+      /arrived on attempts\.forged\.mine\.1 but its body belongs on attempts\.forged\.victim\.1/,
+    );
+  });
+
+  it("nothing forged lands: unclaimed attempts and calls are refused, a foreign patch ref never graded", async () => {
+    const run = "unclaimed";
+    await plan(run, [work(run, "a"), work(run, "b")]);
+    await writer("rw-unclaimed");
+    // Genuine: attempt 0 of both cells, claimed by the dispatcher.
+    await publishAll([call(run, "a", 0, 1_000), result(run, "a", 0, "EMPTY_PATCH")]);
+    await waitFor("a landed", async () => (await getAttemptResult(store.db, run, "a"))?.attempt === 0);
+    // Forged, each on the subject its body names: a higher attempt of a's (never launched) that would replace a's
+    // row and void its calls; a call billed to it; b's own result pointing at another run's resolved patch.
+    await publishAll(
+      [call(run, "a", 5, 9_000_000), result(run, "a", 5, "PATCH_READY"), result(run, "b", 9, "PATCH_READY")],
+      false,
+      true,
+    );
+    await publishAll([
+      call(run, "b", 0, 2_000),
+      result(run, "b", 0, "PATCH_READY", {
+        patchRef: "other-run/winner/0/patch.diff",
+        trajectoryRef: `${run}/b/0/trajectory.jsonl`,
+      }),
+    ]);
+    const p = await waitFor("both cells final and four refusals counted", async () => {
+      const x = await progress(run);
+      return x?.completed === 1 && x.failed === 1 && x.securityEvents === 4 ? x : null;
+    });
+    assert.match(p.message, /4 forged messages refused/);
+    const a = await getAttemptResult(store.db, run, "a");
+    assert.equal(a?.attempt, 0, "the forged attempt 5 never became a's row");
+    assert.equal(a?.status, "EMPTY_PATCH");
+    assert.deepEqual(await ledgerSum(run, "a"), { cost: 1_000, input: a?.inputTokens ?? -1, n: 1 });
+    assert.equal(
+      await count("SELECT count(*) AS n FROM ledger_calls WHERE run_name = $1 AND attempt = 5", [run]),
+      0,
+    );
+    const b = await getAttemptResult(store.db, run, "b");
+    assert.equal(b?.status, "HARNESS_ERROR");
+    assert.equal(b?.patchRef ?? null, null);
+    assert.match(b?.errorMessage ?? "", /not one of the attempt's own blobs/);
+    assert.equal(b?.gradeStatus ?? null, null, "nothing to grade");
+    await new Promise((r) => setTimeout(r, 300));
+    assert.deepEqual(await streamMessages<GradeJob>(Streams.gradeJobs.name, Subjects.gradeJobs.one(run)), []);
+    const events = await waitFor("four security events", async () => {
+      const all = await streamMessages<RunEvent>(Streams.events.name, Subjects.events.run(run));
+      const sec = all.filter((e) => e.kind === "security");
+      return sec.length >= 4 ? sec : null;
+    });
+    assert.deepEqual(events.map((e) => `${e.data?.check} ${e.data?.cellId} ${e.data?.attempt}`).sort(), [
+      "foreign_blob_ref b 0",
+      "unclaimed_attempt a 5",
+      "unclaimed_attempt b 9",
+      "unclaimed_ledger_call a 5",
+    ]);
+    assert.equal(
+      await count("SELECT count(*) AS n FROM security_events WHERE run_name = $1", [run]),
+      4,
+      "one row per refusal; a redelivery adds none",
+    );
+  });
+
+  it("a resumed cell counts retries from its resumed attempt, as the dispatcher does; retry_count is retries", async () => {
+    const run = "resumed-retries";
+    // Attempts 0-2 ran in an earlier submission; the resume starts the cell at attempt 3 (the dispatcher's claims
+    // record that base).
+    await plan(run, [work(run, "c", { firstAttempt: 3 })]);
+    for (const a of [3, 4, 5, 6]) await claim(run, "c", a, 3);
+    const land = async (attempt: number) => {
+      await publishAll([result(run, "c", attempt, "TIMEOUT")], false, true);
+      return waitFor(`attempt ${attempt} landed`, async () => {
+        const row = await getAttemptResult(store.db, run, "c");
+        return row?.attempt === attempt ? row : null;
+      });
+    };
+    // Its first timeout is a retry, not retry_exhausted (three earlier attempts do not count against it).
+    const first = await land(3);
+    assert.equal(first.errorClass, "timeout");
+    assert.equal(
+      first.retryCount,
+      0,
+      "retry_count is the retries of this submission, not the attempt number",
+    );
+    assert.deepEqual(await getCellStatuses(store.db, run), { running: 1 });
+    assert.equal((await land(4)).retryCount, 1);
+    assert.equal((await land(5)).retryCount, 2);
+    assert.deepEqual(await getCellStatuses(store.db, run), { running: 1 });
+    // The third retry's timeout exhausts them, as the dispatcher (classifyAttempt over retriesOf) decides too.
+    const last = await land(6);
+    assert.equal(last.retryCount, 3);
+    assert.equal(last.errorClass, "retry_exhausted");
+    assert.equal(
+      classifyAttempt("TIMEOUT", retriesOf(6, 3)).errorClass,
+      "retry_exhausted",
+      "the dispatcher's rule for the same attempt",
+    );
+    assert.equal(classifyAttempt("TIMEOUT", retriesOf(5, 3)).retry, true);
+    assert.deepEqual(await getCellStatuses(store.db, run), { failed: 1 });
   });
 
   it("a retry voids the earlier attempt's calls: its row counts only its own, billable spend keeps them all", async () => {
@@ -568,13 +711,21 @@ describe("results-writer", () => {
     const run = "reconciled-first";
     await plan(run, [work(run, "a")]);
     await setCellStatus(store.db, run, "a", "completed");
-    await createRunKey(store.db, run);
-    await admin.kv.jobs.put(StateKeys.runKey(run), "efk-plaintext-for-the-tasks");
+    await createAttemptKey(store.db, {
+      run,
+      cellId: "a",
+      attempt: 0,
+      models: [],
+      capNanoUsd: null,
+      exempt: false,
+    });
+    await admin.kv.jobs.put(StateKeys.attemptKey(run, "a", 0), "efk-plaintext-for-the-task");
     await store.db.query("INSERT INTO run_results (run_name, cell_id) VALUES ($1, 'a')", [run]);
-    // The run's calls went through a gateway, so there is a reconciliation to do; the first try dies in it.
+    // The run's calls went through a gateway, so there is a reconciliation to do; the first try dies in it. The
+    // call is still pending (its replica died mid-call): a reservation, never settled into the ledger.
     await store.db.query(
       `INSERT INTO gateway_spend_log (request_id, run_name, cell_id, cost_nano_usd, status)
-       VALUES ($1, $2, 'a', 7, 'ok')`,
+       VALUES ($1, $2, 'a', 7, 'pending')`,
       [`rq-${run}`, run],
     );
     let failing = true;
@@ -605,14 +756,14 @@ describe("results-writer", () => {
     assert.equal(
       await count("SELECT count(*) AS n FROM reconciliation_results WHERE run_name = $1 AND flagged", [run]),
       1,
-      "reconciled: the gateway's 7 nano-USD against an empty ledger is flagged",
+      "reconciled: the gateway's pending 7 nano-USD against an empty ledger is flagged",
     );
     assert.equal(
       await count("SELECT count(*) AS n FROM virtual_keys WHERE run_name = $1 AND revoked_at IS NULL", [run]),
       0,
       "the run's key is revoked",
     );
-    const handed = await admin.kv.jobs.get(StateKeys.runKey(run));
+    const handed = await admin.kv.jobs.get(StateKeys.attemptKey(run, "a", 0));
     assert.ok(handed?.operation !== "PUT", "and no longer handed to tasks");
   });
 
@@ -646,7 +797,7 @@ describe("results-writer", () => {
       process.execPath,
       ["--import", "tsx", fileURLToPath(new URL("./results-writer-child.ts", import.meta.url))],
       {
-        env: { ...process.env, NATS_URL: nats.url, DATABASE_URL: store.url },
+        env: { ...process.env, ...nats.env, DATABASE_URL: store.url },
         stdio: ["ignore", "pipe", "inherit"],
       },
     );

@@ -19,14 +19,16 @@ import { startGraderSupervisor } from "../../actors/grader-supervisor/actor.js";
 import { startPlanner } from "../../actors/planner/actor.js";
 import { startResultsWriter } from "../../actors/results-writer/actor.js";
 import type { Actor } from "../../actors/runtime/actor.js";
-import { openPlane, type Plane } from "../../actors/runtime/connect.js";
-import { type Gateway, startGateway } from "../../gateway-sidecar/server.js";
-import { createLogger } from "../../protocol/log.js";
+import { type Gateway, startGateway } from "../../gateway/server.js";
+import { createLogger } from "../../lib/log.js";
+import { openPlane, type Plane } from "../../plane/connect.js";
 import { ProgressKeys, StateKeys, Subjects } from "../../protocol/subjects.js";
-import { type ScriptedProvider, startScriptedProvider } from "../../scripts/scripted-provider/index.js";
+import { Streams } from "../../protocol/topology.js";
+import { type ScriptedProvider, startScriptedProvider } from "../../scripted-provider/index.js";
 import { quoteIdent } from "../../store/db.js";
 import { type FreshDb, freshDb } from "../helpers/db.js";
 import { startNats, type TestNats } from "../helpers/nats.js";
+import { waitFor } from "../helpers/wait.js";
 
 const RUN = "leaky";
 /** The provider key only the gateway holds (it forwards every call upstream with it). */
@@ -40,6 +42,8 @@ const AWS_ID = "AKIAPLANTEDEXAMPLE23";
 const CONFIG_KEY = "sk-ant-api03-PLANTEDconfig0123456789abcdefghijk";
 
 const MODEL = "gpt-5-mini";
+/** The real path (task processes, grading) is slow on a loaded machine. */
+const WAIT_MS = 150_000;
 
 let nats: TestNats;
 let store: FreshDb;
@@ -51,7 +55,7 @@ const planes: Plane[] = [];
 const actors: Actor[] = [];
 let client: Plane;
 /** The run's gateway key, made by the planner; known once the run is planned. */
-let gatewayKey = "";
+let gatewayKeys: string[] = [];
 
 const logSink = new Writable({
   write(chunk, _enc, cb) {
@@ -62,7 +66,7 @@ const logSink = new Writable({
 const logger = (name: string) => createLogger({ name, level: "debug", destination: logSink });
 
 async function plane(name: string): Promise<Plane> {
-  const p = await openPlane({ servers: nats.url, name });
+  const p = await openPlane({ nats: nats.settings, name });
   planes.push(p);
   return p;
 }
@@ -115,7 +119,14 @@ before(async () => {
     log: logger("gateway"),
   });
   client = await plane("test-client");
-  actors.push(await startPlanner({ plane: await plane("planner"), db: store.db, log: logger("planner") }));
+  actors.push(
+    await startPlanner({
+      plane: await plane("planner"),
+      db: store.db,
+      log: logger("planner"),
+      libraryRoots: [resolve("examples")],
+    }),
+  );
   actors.push(
     await startResultsWriter({
       plane: await plane("results-writer"),
@@ -125,7 +136,12 @@ before(async () => {
     }),
   );
   actors.push(
-    await startGraderSupervisor({ plane: await plane("grader"), db: store.db, log: logger("grader") }),
+    await startGraderSupervisor({
+      plane: await plane("grader"),
+      db: store.db,
+      log: logger("grader"),
+      env: process.env,
+    }),
   );
   const taskLog = join(tmp, "tasks.log");
   actors.push(
@@ -133,12 +149,14 @@ before(async () => {
       plane: await plane("dispatcher"),
       db: store.db,
       log: logger("dispatcher"),
+      natsSigner: nats.signer,
       backend: new LocalBackend({
-        natsUrl: nats.url,
+        inheritedEnv: process.env,
         // Every task's own output (its logger) goes to a file the test scans.
         command: ["/bin/sh", "-c", 'exec "$0" bin/evalfleet.js task >>"$1" 2>&1', process.execPath, taskLog],
         env: {
-          EVALFLEET_UPSTREAM_URL: gateway.url,
+          ...nats.env,
+          EVALFLEET_GATEWAY_URL: gateway.url,
           EVALFLEET_WORKDIR: join(tmp, "work"),
           EVALFLEET_GIT_MIRRORS: join(tmp, "mirrors"),
           EVALFLEET_LOG_LEVEL: "debug",
@@ -146,6 +164,9 @@ before(async () => {
           AWS_SECRET_ACCESS_KEY: TASK_AWS_SECRET,
         },
         log: logger("local-backend"),
+        // Unsandboxed on purpose: the harness reads the planted keys from a host file, as a harness beside its task
+        // could; redaction must hold there too. The container boundary is the hostile-harness suite's.
+        sandbox: "process",
       }),
       capacityPollMs: 50,
       observeMs: 100,
@@ -162,16 +183,6 @@ after(async () => {
   await nats?.cleanup();
   await rm(tmp, { recursive: true, force: true });
 });
-
-async function waitFor<T>(what: string, fn: () => Promise<T | undefined>, ms = 150_000): Promise<T> {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    const v = await fn();
-    if (v !== undefined) return v;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
 
 async function progressPhase(run: string): Promise<string | undefined> {
   const e = await client.kv.progress.get(ProgressKeys.run(run));
@@ -236,9 +247,36 @@ describe("planted secrets never land", { timeout: 240_000 }, () => {
         task_library_path: resolve("examples/tasks"),
       }),
     );
-    await waitFor("the rejection", async () =>
-      (await progressPhase("leaky-config")) === "rejected" ? true : undefined,
+    await waitFor(
+      "the rejection",
+      async () => ((await progressPhase("leaky-config")) === "rejected" ? true : undefined),
+      WAIT_MS,
     );
+    // The refusal names the field, and carries no part of the key: not its progress key, not its event.
+    const progress = await client.kv.progress.get(ProgressKeys.run("leaky-config"));
+    const refusal = progress?.string() ?? "";
+    assert.match(refusal, /looks like a secret/);
+    const events: string[] = [];
+    const stream = await client.jsm.streams.info(Streams.events.name);
+    for (let seq = stream.state.first_seq; seq > 0 && seq <= stream.state.last_seq; seq++) {
+      const m = await client.jsm.streams.getMessage(Streams.events.name, { seq }).catch(() => null);
+      if (m?.subject === Subjects.events.run("leaky-config")) events.push(m.string());
+    }
+    assert.ok(
+      events.some((e) => /rejected/.test(e)),
+      "the rejection was published as an event",
+    );
+    const places: Array<[string, string]> = [
+      ["the progress key", refusal],
+      ...events.map((e): [string, string] => ["an event", e]),
+    ];
+    for (const [where, text] of places) {
+      assert.ok(!text.includes(CONFIG_KEY), `${where} carries the planted key: ${text}`);
+      assert.ok(
+        !text.includes(CONFIG_KEY.slice(14, 40)),
+        `${where} carries part of the planted key: ${text}`,
+      );
+    }
   });
 
   it("harness output, trajectories, crashes, the task's environment and model calls: nothing reaches storage or logs", async () => {
@@ -259,25 +297,44 @@ describe("planted secrets never land", { timeout: 240_000 }, () => {
         models: [{ name: MODEL, provider: "openai" }],
         tasks: ["sample-calc-add"],
         task_library_path: resolve("examples/tasks"),
+        unvalidated: true,
         timeout_seconds: 90,
         budget_usd: 5,
+        // both at once: each harness waits for the plant, which holds both attempts' keys
+        parallel_runs: 2,
       }),
     );
-    // The run's gateway key exists once the run is planned; the harnesses print it along with the rest.
-    gatewayKey = await waitFor("the run's gateway key", async () => {
-      const e = await client.kv.jobs.get(StateKeys.runKey(RUN));
-      return e?.operation === "PUT" ? e.string() : undefined;
-    });
-    assert.match(gatewayKey, /^efk-/);
-    await writeFile(plant, [UPSTREAM_KEY, gatewayKey, TASK_ENV_KEY, AWS_ID].join(" "));
-
-    await waitFor("the run to finish", async () =>
-      (await progressPhase(RUN)) === "finished" ? true : undefined,
+    // Each attempt's gateway key exists once the dispatcher launches it; the harnesses print both along with the rest.
+    const attemptKeys = async () => {
+      const names: string[] = [];
+      for await (const k of await client.kv.jobs.keys(StateKeys.attemptKeysOfRun(RUN))) names.push(k);
+      return names;
+    };
+    gatewayKeys = await waitFor(
+      "both attempts' gateway keys",
+      async () => {
+        const names = await attemptKeys();
+        if (names.length < 2) return undefined;
+        const values = await Promise.all(
+          names.map(async (k) => (await client.kv.jobs.get(k))?.string() ?? ""),
+        );
+        return values.every((v) => v.length > 0) ? values : undefined;
+      },
+      WAIT_MS,
     );
-    await waitFor("the run's key to be withdrawn", async () => {
-      const e = await client.kv.jobs.get(StateKeys.runKey(RUN));
-      return e === null || e.operation !== "PUT" ? true : undefined;
-    });
+    for (const k of gatewayKeys) assert.match(k, /^efk-/);
+    await writeFile(plant, [UPSTREAM_KEY, ...gatewayKeys, TASK_ENV_KEY, AWS_ID].join(" "));
+
+    await waitFor(
+      "the run to finish",
+      async () => ((await progressPhase(RUN)) === "finished" ? true : undefined),
+      WAIT_MS,
+    );
+    await waitFor(
+      "the attempts' keys to be withdrawn",
+      async () => ((await attemptKeys()).length === 0 ? true : undefined),
+      WAIT_MS,
+    );
 
     // The real path ran: a fix graded, a crash recorded, model calls metered through the gateway.
     const rows = await store.db.query<{
@@ -311,7 +368,7 @@ describe("planted secrets never land", { timeout: 240_000 }, () => {
     assert.match(leak.harness_stdout, /model said:/);
     assert.match(byHarness.get("crash")!.harness_stderr, /fatal: crashing with \[REDACTED\]/);
 
-    const secrets = [UPSTREAM_KEY, gatewayKey, TASK_ENV_KEY, TASK_AWS_SECRET, BEARER, AWS_ID, CONFIG_KEY];
+    const secrets = [UPSTREAM_KEY, ...gatewayKeys, TASK_ENV_KEY, TASK_AWS_SECRET, BEARER, AWS_ID, CONFIG_KEY];
     const places = await everythingStored();
     assert.ok(places.some(([w]) => w.startsWith("blob ")) && places.some(([w]) => w.startsWith("kv ")));
     assert.ok(

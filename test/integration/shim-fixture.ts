@@ -1,6 +1,7 @@
 import { jetstream, jetstreamManager } from "@nats-io/jetstream";
 import { Kvm } from "@nats-io/kv";
 import type { NatsConnection } from "@nats-io/transport-node";
+import { ensureTopology } from "../../plane/topology.js";
 import { decodeJson } from "../../protocol/decode.js";
 import {
   type CellProgress,
@@ -9,13 +10,13 @@ import {
   LedgerCallSchema,
 } from "../../protocol/messages.js";
 import { ProgressKeys, Subjects } from "../../protocol/subjects.js";
-import { Buckets, ensureTopology, Streams } from "../../protocol/topology.js";
+import { Buckets, Streams } from "../../protocol/topology.js";
 import {
   type ScriptedProvider,
   type ScriptedProviderOptions,
   startScriptedProvider,
-} from "../../scripts/scripted-provider/index.js";
-import { type ShimHandle, type ShimOptions, startShim } from "../../shim/proxy/index.js";
+} from "../../scripted-provider/index.js";
+import { type ShimHandle, type ShimOptions, startShim } from "../../shim/index.js";
 import { startNats, type TestNats } from "../helpers/nats.js";
 
 export const RUN_KEY = "sk-run-0123456789abcdef";

@@ -3,8 +3,8 @@ import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, test } from "node:test";
 import { Subjects } from "../../protocol/subjects.js";
-import { claudeWriteScenario, codexShellScenario } from "../../scripts/scripted-provider/index.js";
-import type { CapEvent } from "../../shim/proxy/index.js";
+import { claudeWriteScenario, codexShellScenario } from "../../scripted-provider/index.js";
+import type { CapEvent } from "../../shim/index.js";
 import { readLedger, startRig, sum } from "./shim-fixture.js";
 import { collectPatch, gitWorkdir, runClaude, runCodex } from "./shim-harness-fixture.js";
 
@@ -49,8 +49,9 @@ describe("real harnesses through the shim", { timeout: 110_000 }, () => {
 
   test("Claude Code with a low attempt budget is stopped as budget_exceeded; its partial patch survives", async () => {
     const wd = await gitWorkdir();
-    // Each call reports 50k input tokens: ~$0.75 at the opus-family price, so $1 pays for call 1, not call 2.
-    const rig = await startRig({ run: "cc-budget", budgetNanoUsd: 1 * USD });
+    // Each call reports 50k input tokens: $0.25 at claude-opus-4-8's $5 / Mtok (Claude Code's default model), so
+    // $0.40 pays for call 1 and is spent by call 2.
+    const rig = await startRig({ run: "cc-budget", budgetNanoUsd: 0.4 * USD });
     try {
       rig.provider.setScenario(
         claudeWriteScenario({

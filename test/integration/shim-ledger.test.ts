@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import Anthropic from "@anthropic-ai/sdk";
-import { startShim } from "../../shim/proxy/index.js";
+import { startShim } from "../../shim/index.js";
 import { RUN_KEY, readLedger, startRig, sum } from "./shim-fixture.js";
 
 test("ledger rows survive a nats-server restart mid-session: every row lands exactly once", {
@@ -18,12 +18,13 @@ test("ledger rows survive a nats-server restart mid-session: every row lands exa
         messages: [{ role: "user", content: "x" }],
       });
     await Promise.all(Array.from({ length: 50 }, ask));
-    const restarting = rig.nats.restart("SIGKILL");
-    // Calls go on while the server is away: the harness is not slowed by the ledger.
-    const t0 = performance.now();
+    // Calls go on while the server is away: they all complete before it comes back (the harness never waits on
+    // the ledger), and their rows land once it is back.
+    const node = rig.nats.nodes[0]!;
+    await node.stop("SIGKILL");
     await Promise.all(Array.from({ length: 50 }, ask));
-    const whileDownMs = performance.now() - t0;
-    await restarting;
+    assert.equal(node.running, false, "the 50 calls completed with NATS down");
+    await node.start();
     await Promise.all(Array.from({ length: 50 }, ask));
     await rig.shim.drain();
     const rows = await readLedger(rig.nc, "restart");
@@ -33,7 +34,6 @@ test("ledger rows survive a nats-server restart mid-session: every row lands exa
       sum(rows, (r) => r.costNanoUsd),
       rig.provider.bill().total.costNanoUsd,
     );
-    assert.ok(whileDownMs < 5_000, `calls took ${whileDownMs} ms while NATS was down`);
   } finally {
     await rig.close();
   }

@@ -2,8 +2,8 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 import Anthropic from "@anthropic-ai/sdk";
 import { request } from "undici";
-import { startScriptedProvider } from "../../scripts/scripted-provider/index.js";
-import type { CapEvent } from "../../shim/proxy/index.js";
+import { startScriptedProvider } from "../../scripted-provider/index.js";
+import type { CapEvent } from "../../shim/index.js";
 import { RUN_KEY, readLedger, startRig } from "./shim-fixture.js";
 
 const post = (url: string, path: string, body: unknown, headers: Record<string, string>) =>
@@ -109,6 +109,11 @@ test("a spend-limit 429 is terminal: not retried, the session ends as budget_exc
       });
     await assert.rejects(ask(), (e: unknown) => e instanceof Anthropic.APIError && e.status === 402);
     assert.equal((await cap).reason, "budget_exceeded");
+    assert.equal(
+      rig.shim.totals().infraStop,
+      "provider_spend_limit",
+      "the provider's limit, not the run's cap",
+    );
     await assert.rejects(ask(), (e: unknown) => e instanceof Anthropic.APIError && e.status === 402);
     assert.equal(rig.provider.calls().length, 1, "no retry of a spend limit, no call after the cap");
     // count_tokens and other paths still pass through with the run's key
@@ -132,26 +137,60 @@ test("a spend-limit 429 is terminal: not retried, the session ends as budget_exc
   }
 });
 
-test("a harness naming its model like a JavaScript object property is metered like any other (every billed call in the ledger)", async () => {
+test("429s past the shim's retries are an infrastructure stop the attempt reports, not the model's", async () => {
+  const rig = await startRig(
+    { run: "exhausted", retry: { baseDelayMs: 1, maxDelayMs: 5, maxRetries: 2 } },
+    { scenario: { error: { status: 429 } } },
+  );
+  try {
+    const client = new Anthropic({ baseURL: rig.shim.url, apiKey: "dummy", maxRetries: 0 });
+    assert.equal(rig.shim.totals().infraStop, null);
+    await assert.rejects(
+      client.messages.create({
+        model: "claude-haiku-4-5",
+        max_tokens: 5,
+        messages: [{ role: "user", content: "x" }],
+      }),
+      (e: unknown) => e instanceof Anthropic.APIError,
+    );
+    assert.equal(rig.provider.calls().length, 3, "the first try and two retries");
+    assert.equal(rig.shim.totals().infraStop, "rate_limit_exhausted");
+    assert.equal(rig.shim.totals().capReason, null, "not a cap: the harness may still go on");
+  } finally {
+    await rig.close();
+  }
+});
+
+test("a harness naming a model nothing prices (a JavaScript object property too) is refused before it is forwarded", async () => {
   const rig = await startRig(
     { run: "proto", aliases: { sonnet: "claude-sonnet-4-5" } },
     { scenario: { text: "ok" } },
   );
   try {
     const client = new Anthropic({ baseURL: rig.shim.url, apiKey: "dummy", maxRetries: 0 });
-    for (const model of ["constructor", "__proto__", "toString", "hasOwnProperty"])
-      await client.messages.create({ model, max_tokens: 5, messages: [{ role: "user", content: "x" }] });
+    for (const model of ["constructor", "__proto__", "toString", "hasOwnProperty", "claude-opus-9"]) {
+      await assert.rejects(
+        client.messages.create({ model, max_tokens: 5, messages: [{ role: "user", content: "x" }] }),
+        (e: unknown) =>
+          e instanceof Anthropic.BadRequestError && /no price for model/.test(String((e as Error).message)),
+        model,
+      );
+    }
+    // a model the data prices goes through
+    await client.messages.create({
+      model: "claude-sonnet-4-5",
+      max_tokens: 5,
+      messages: [{ role: "user", content: "x" }],
+    });
     await rig.shim.drain();
+    assert.equal(rig.provider.calls().length, 1, "nothing unpriced reached the provider");
+    assert.equal(rig.shim.totals().refused, 5);
     const rows = await readLedger(rig.nc, "proto");
-    assert.deepEqual(rows.map((r) => r.alias).sort(), [
-      "__proto__",
-      "constructor",
-      "hasOwnProperty",
-      "toString",
-    ]);
-    assert.ok(rows.every((r) => r.status === "ok" && r.costNanoUsd > 0 && typeof r.model === "string"));
-    const billed = rig.provider.bill().total.costNanoUsd;
-    assert.ok(rows.reduce((a, r) => a + r.costNanoUsd, 0) >= billed, "never under the provider's bill");
+    assert.deepEqual(
+      rows.map((r) => r.alias),
+      ["claude-sonnet-4-5"],
+    );
+    assert.equal(rows[0]?.costNanoUsd, rig.provider.bill().total.costNanoUsd);
   } finally {
     await rig.close();
   }

@@ -166,6 +166,26 @@ describe("official SDKs through the shim", () => {
       messages: [{ role: "user", content: "x" }],
     });
     assert.equal(r.choices[0]?.message.content, "ok after 503");
+    // The spend limit on a rig of its own: it ends that shim's session, and this file's rig must keep serving.
+    const limited = await startRig(
+      { run: "spend-openai" },
+      { scenario: { error: { status: 429, spendLimit: true } } },
+    );
+    try {
+      const client = new OpenAI({ baseURL: `${limited.shim.url}/v1`, apiKey: "dummy", maxRetries: 0 });
+      const ask = () =>
+        client.chat.completions.create({ model: "gpt-4o", messages: [{ role: "user", content: "x" }] });
+      await assert.rejects(ask(), (e: unknown) => e instanceof OpenAI.APIError && e.status === 402);
+      await assert.rejects(ask(), (e: unknown) => e instanceof OpenAI.APIError && e.status === 402);
+      assert.equal(
+        limited.provider.calls().length,
+        1,
+        "the spend-limit 429 was not retried, nor any call after it",
+      );
+      assert.equal(limited.shim.totals().capReason, "budget_exceeded");
+    } finally {
+      await limited.close();
+    }
   });
 
   test("ledger: one row per try, with the provider's bill, no secrets; progress key written", async () => {

@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { EvalfleetError } from "../../protocol/errors.js";
 import type { Db } from "../../store/db.js";
-import { migrate } from "../../store/migrations.js";
+import { MIGRATIONS, migrate } from "../../store/migrations.js";
 import {
   getBillableCost,
   getTotalCost,
@@ -143,7 +143,10 @@ describe(`legacy in-place migration (${process.env.DATABASE_URL ? "postgres" : "
       "SELECT cell_id, run_name FROM run_results ORDER BY cell_id",
     );
     const res = await migrate(db);
-    assert.deepEqual(res.applied, [1, 2, 3]);
+    assert.deepEqual(
+      res.applied,
+      MIGRATIONS.map((m) => m.version),
+    );
 
     // Composite keys and the composite foreign key.
     const cons = await constraints(db);

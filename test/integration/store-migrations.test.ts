@@ -1,9 +1,10 @@
 import assert from "node:assert/strict";
-import { after, before, describe, test } from "node:test";
+import { describe, test } from "node:test";
 import { EvalfleetError, RetryableError } from "../../protocol/errors.js";
 import { type Db, isTransientDbError, openDb } from "../../store/db.js";
 import { MIGRATIONS, migrate } from "../../store/migrations.js";
-import { type FreshDb, freshDb } from "../helpers/db.js";
+import { freshDb } from "../helpers/db.js";
+import { forSuite } from "../helpers/suite.js";
 
 const SEED_RUN_RESULTS = [
   "cell_id",
@@ -75,21 +76,18 @@ async function primaryKey(db: Db, table: string): Promise<string[]> {
 }
 
 describe(`store migrations (${process.env.DATABASE_URL ? "postgres" : "pglite"})`, () => {
-  let f: FreshDb;
-  before(async () => {
-    f = await freshDb("store-migrations", { migrate: false });
-  });
-  after(async () => {
-    await f?.cleanup();
-  });
+  const f = forSuite(
+    () => freshDb("store-migrations", { migrate: false }),
+    (db) => db.cleanup(),
+  );
 
   test("fresh database migrates to the seed's schema", async () => {
-    const res = await migrate(f.db);
+    const res = await migrate(f().db);
     assert.deepEqual(
       res.applied,
       MIGRATIONS.map((m) => m.version),
     );
-    const rr = await columns(f.db, "run_results");
+    const rr = await columns(f().db, "run_results");
     assert.deepEqual(
       rr.map((c) => c.name),
       [...SEED_RUN_RESULTS, ...EXTRA_RUN_RESULTS],
@@ -101,12 +99,12 @@ describe(`store migrations (${process.env.DATABASE_URL ? "postgres" : "pglite"})
     assert.equal(byName.get("cost_mode")?.nullable, true);
     assert.equal(byName.get("attempt")?.nullable, false);
     for (const t of ["run_results", "run_state", "reconciliation_results"]) {
-      assert.deepEqual(await primaryKey(f.db, t), ["run_name", "cell_id"], t);
+      assert.deepEqual(await primaryKey(f().db, t), ["run_name", "cell_id"], t);
     }
-    assert.deepEqual(await primaryKey(f.db, "phase_results"), ["id"]);
-    assert.deepEqual(await primaryKey(f.db, "run_metadata"), ["run_name"]);
-    assert.deepEqual(await primaryKey(f.db, "ledger_calls"), ["call_id"]);
-    const pr = new Map((await columns(f.db, "phase_results")).map((c) => [c.name, c.type]));
+    assert.deepEqual(await primaryKey(f().db, "phase_results"), ["id"]);
+    assert.deepEqual(await primaryKey(f().db, "run_metadata"), ["run_name"]);
+    assert.deepEqual(await primaryKey(f().db, "ledger_calls"), ["call_id"]);
+    const pr = new Map((await columns(f().db, "phase_results")).map((c) => [c.name, c.type]));
     assert.equal(pr.get("id"), "bigint");
     assert.equal(pr.get("total_cost"), "numeric(20,9)");
     for (const t of [
@@ -116,9 +114,9 @@ describe(`store migrations (${process.env.DATABASE_URL ? "postgres" : "pglite"})
       "grade_cache",
       "task_validation",
     ]) {
-      assert.ok((await columns(f.db, t)).length > 0, `${t} exists`);
+      assert.ok((await columns(f().db, t)).length > 0, `${t} exists`);
     }
-    const idx = await f.db.query<{ indexdef: string }>(
+    const idx = await f().db.query<{ indexdef: string }>(
       "SELECT indexdef FROM pg_indexes WHERE tablename = 'ledger_calls' AND schemaname = current_schema()",
     );
     const defs = idx.rows.map((r) => r.indexdef).join("\n");
@@ -127,10 +125,10 @@ describe(`store migrations (${process.env.DATABASE_URL ? "postgres" : "pglite"})
   });
 
   test("re-running is a no-op", async () => {
-    const again = await migrate(f.db);
+    const again = await migrate(f().db);
     assert.deepEqual(again.applied, []);
     assert.equal(again.version, MIGRATIONS.at(-1)?.version);
-    const rows = await f.db.query<{ version: number; name: string }>(
+    const rows = await f().db.query<{ version: number; name: string }>(
       "SELECT version, name FROM schema_migrations ORDER BY version",
     );
     assert.deepEqual(
@@ -189,21 +187,21 @@ describe(`store migrations (${process.env.DATABASE_URL ? "postgres" : "pglite"})
   });
 
   test("BIGINT comes back as number and NUMERIC as string on both drivers", async () => {
-    const r = await f.db.query<{ b: number; n: string; arr: number[]; c: number }>(
+    const r = await f().db.query<{ b: number; n: string; arr: number[]; c: number }>(
       "SELECT 9007199254740991::bigint AS b, 1.5::numeric(20,9) AS n, ARRAY[1,2]::bigint[] AS arr, count(*) AS c FROM generate_series(1, 3)",
     );
     assert.deepEqual(r.rows[0], { b: 9007199254740991, n: "1.500000000", arr: [1, 2], c: 3 });
   });
 
   test("transactions: rollback on throw, nested savepoints, no interleaving of concurrent callers", async () => {
-    await f.db.query("CREATE TABLE tx_probe (k text, v int)");
+    await f().db.query("CREATE TABLE tx_probe (k text, v int)");
     await assert.rejects(
-      f.db.transaction(async (tx) => {
+      f().db.transaction(async (tx) => {
         await tx.query("INSERT INTO tx_probe VALUES ('a', 1)");
         throw new Error("boom");
       }),
     );
-    await f.db.transaction(async (tx) => {
+    await f().db.transaction(async (tx) => {
       await tx.query("INSERT INTO tx_probe VALUES ('b', 1)");
       await assert.rejects(
         tx.transaction(async (inner) => {
@@ -212,32 +210,35 @@ describe(`store migrations (${process.env.DATABASE_URL ? "postgres" : "pglite"})
         }),
       );
     });
-    const rows = await f.db.query<{ k: string }>("SELECT k FROM tx_probe ORDER BY k");
+    const rows = await f().db.query<{ k: string }>("SELECT k FROM tx_probe ORDER BY k");
     assert.deepEqual(
       rows.rows.map((r) => r.k),
       ["b"],
     );
     // Read-modify-write in 20 concurrent transactions: serialised (PGlite queue) or row-locked (pg) — never lost.
-    await f.db.query("INSERT INTO tx_probe VALUES ('counter', 0)");
+    await f().db.query("INSERT INTO tx_probe VALUES ('counter', 0)");
     await Promise.all(
       Array.from({ length: 20 }, () =>
-        f.db.transaction(async (tx) => {
+        f().db.transaction(async (tx) => {
           const cur = await tx.query<{ v: number }>("SELECT v FROM tx_probe WHERE k = 'counter' FOR UPDATE");
           await new Promise((r) => setTimeout(r, 1));
           await tx.query("UPDATE tx_probe SET v = $1 WHERE k = 'counter'", [(cur.rows[0]?.v ?? 0) + 1]);
         }),
       ),
     );
-    const c = await f.db.query<{ v: number }>("SELECT v FROM tx_probe WHERE k = 'counter'");
+    const c = await f().db.query<{ v: number }>("SELECT v FROM tx_probe WHERE k = 'counter'");
     assert.equal(c.rows[0]?.v, 20);
   });
 
   test("a named schema isolates the tables; PGlite data dirs persist across reopen", async () => {
-    const url = f.url;
+    const url = f().url;
     if (url) {
       const s = await openDb({ url, schema: "ef_schema_probe" });
       try {
-        assert.deepEqual((await migrate(s)).applied, [1, 2, 3]);
+        assert.deepEqual(
+          (await migrate(s)).applied,
+          MIGRATIONS.map((m) => m.version),
+        );
         const r = await s.query<{ schema: string }>(
           "SELECT relnamespace::regnamespace::text AS schema FROM pg_class WHERE oid = 'run_results'::regclass",
         );
@@ -253,7 +254,10 @@ describe(`store migrations (${process.env.DATABASE_URL ? "postgres" : "pglite"})
     const dir = await mkdtemp(join(tmpdir(), "ef-pglite-"));
     try {
       const a = await openDb({ dataDir: dir });
-      assert.deepEqual((await migrate(a)).applied, [1, 2, 3]);
+      assert.deepEqual(
+        (await migrate(a)).applied,
+        MIGRATIONS.map((m) => m.version),
+      );
       await a.query("INSERT INTO run_state (run_name, cell_id, status) VALUES ('r', 'c', 'completed')");
       await a.close();
       const b = await openDb({ dataDir: dir });

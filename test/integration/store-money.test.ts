@@ -1,8 +1,9 @@
 import assert from "node:assert/strict";
-import { after, before, describe, test } from "node:test";
+import { describe, test } from "node:test";
 import fc from "fast-check";
-import { nanoToNumber, nanoToUsd, usdToNano, usdToNanoNumber } from "../../store/money.js";
-import { type FreshDb, freshDb } from "../helpers/db.js";
+import { nanoToNumber, nanoToUsd, usdToNano, usdToNanoNumber } from "../../protocol/money.js";
+import { freshDb } from "../helpers/db.js";
+import { forSuite } from "../helpers/suite.js";
 
 describe("money: USD decimal strings <-> integer nano-USD", () => {
   test("exact parsing", () => {
@@ -21,6 +22,9 @@ describe("money: USD decimal strings <-> integer nano-USD", () => {
       [0.1, 100_000_000n], // String(0.1) is "0.1": no binary noise leaks in
       [1e-7, 100n],
       [3, 3_000_000_000n],
+      [1.5, 1_500_000_000n], // config numbers (max_cost_usd) as the task reads them
+      [0.000000001, 1n],
+      [25, 25_000_000_000n],
       ["  7.000000001 ", 7_000_000_001n],
     ];
     for (const [input, want] of cases) assert.equal(usdToNano(input), want, String(input));
@@ -77,32 +81,29 @@ describe("money: USD decimal strings <-> integer nano-USD", () => {
 });
 
 describe(`money through the database (${process.env.DATABASE_URL ? "postgres" : "pglite"})`, () => {
-  let f: FreshDb;
-  before(async () => {
-    f = await freshDb("store-money", { migrate: false });
-  });
-  after(async () => {
-    await f?.cleanup();
-  });
+  const f = forSuite(
+    () => freshDb("store-money", { migrate: false }),
+    (db) => db.cleanup(),
+  );
 
   test("NUMERIC(20,9) round-trips nano-USD exactly, extremes included", async () => {
-    await f.db.query("CREATE TABLE m (v NUMERIC(20,9))");
+    await f().db.query("CREATE TABLE m (v NUMERIC(20,9))");
     const values = [0n, 1n, -1n, 123_456_789n, 99_999_999_999_999_999_999n, -99_999_999_999_999_999_999n];
-    for (const v of values) await f.db.query("INSERT INTO m VALUES ($1::numeric)", [nanoToUsd(v)]);
-    const r = await f.db.query<{ v: string }>("SELECT v FROM m");
+    for (const v of values) await f().db.query("INSERT INTO m VALUES ($1::numeric)", [nanoToUsd(v)]);
+    const r = await f().db.query<{ v: string }>("SELECT v FROM m");
     assert.deepEqual(
       r.rows.map((x) => usdToNano(x.v)),
       values,
     );
     // The database's own rounding agrees with ours.
-    const rounded = await f.db.query<{ v: string }>(
+    const rounded = await f().db.query<{ v: string }>(
       "SELECT '0.0000000005'::numeric(20,9)::text AS v UNION ALL SELECT '-1.9999999995'::numeric(20,9)::text",
     );
     assert.deepEqual(
       rounded.rows.map((x) => usdToNano(x.v)),
       [usdToNano("0.0000000005"), usdToNano("-1.9999999995")],
     );
-    const sum = await f.db.query<{ s: string }>("SELECT sum(v)::text AS s FROM m WHERE v > 0 AND v < 1");
+    const sum = await f().db.query<{ s: string }>("SELECT sum(v)::text AS s FROM m WHERE v > 0 AND v < 1");
     assert.equal(usdToNano(sum.rows[0]!.s), 123_456_790n);
   });
 });

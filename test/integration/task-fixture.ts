@@ -3,7 +3,7 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { parse as parseYaml } from "yaml";
-import { openPlane, type Plane } from "../../actors/runtime/connect.js";
+import { openPlane, type Plane } from "../../plane/connect.js";
 import {
   hasReviewPhase,
   type RunConfigInput,
@@ -17,13 +17,14 @@ import {
   MessageTypes,
 } from "../../protocol/messages.js";
 import { poolId, StateKeys, Subjects } from "../../protocol/subjects.js";
+import { JobRefEnv } from "../../protocol/task.js";
 import { Streams } from "../../protocol/topology.js";
 import {
   type ScriptedProvider,
   type ScriptedProviderOptions,
   startScriptedProvider,
-} from "../../scripts/scripted-provider/index.js";
-import { type RunTaskOptions, runTask } from "../../shim/task/index.js";
+} from "../../scripted-provider/index.js";
+import { type RunTaskOptions, runTask } from "../../task/index.js";
 import { startNats, type TestNats } from "../helpers/nats.js";
 
 export const RUN_KEY = "sk-run-task-0123456789abcdef";
@@ -32,6 +33,19 @@ export const FIXED_CALC = readFileSync(join(LIBRARY, "repos/calc/calc.js"), "utf
   "a - b;\n}\n\nexport function sub",
   "a + b;\n}\n\nexport function sub",
 );
+
+/**
+ * The calc fix in three writes at 200k input tokens a call: what the over-budget tests script, whatever the agent,
+ * so that a low budget stops the attempt with part of the fix written.
+ */
+export const THREE_WRITE_FIX = {
+  files: [
+    { path: "calc.js", content: FIXED_CALC },
+    { path: "NOTES.md", content: "two\n" },
+    { path: "MORE.md", content: "three\n" },
+  ],
+  usage: { input: 200_000 },
+};
 
 /** NATS with the topology, a scripted provider that accepts only the run key, and temp work / mirror roots. */
 export interface TaskRig {
@@ -46,16 +60,22 @@ export interface TaskRig {
     task?: string | Record<string, unknown>,
     repeat?: number,
   ): Promise<string>;
-  run(run: string, cell: string, attempt?: number, opts?: RunTaskOptions): Promise<AttemptResult>;
+  run(run: string, cell: string, attempt?: number, opts?: Partial<RunTaskOptions>): Promise<AttemptResult>;
   /** the AttemptResult as it landed on the stream */
-  published(run: string, cell: string): Promise<AttemptResult>;
+  /** the result published for one attempt (default the first) */
+  published(run: string, cell: string, attempt?: number): Promise<AttemptResult>;
   blob(name: string): Promise<string | null>;
+  /**
+   * The environment a launch backend gives `evalfleet task` for one attempt, against this rig (the provider as the
+   * gateway, its work and mirror roots, log level warn); `extra` adds to it or overrides it.
+   */
+  cliEnv(run: string, cell: string, attempt: number, extra?: Record<string, string>): Record<string, string>;
   close(): Promise<void>;
 }
 
 export async function startTaskRig(providerOpts: ScriptedProviderOptions = {}): Promise<TaskRig> {
   const nats = await startNats();
-  const plane = await openPlane({ servers: nats.url, name: "task-test" });
+  const plane = await openPlane({ nats: nats.settings, name: "task-test" });
   const provider = await startScriptedProvider({ keys: [RUN_KEY], ...providerOpts });
   const tmp = await mkdtemp(join(tmpdir(), "ef-task-test-"));
   const workRoot = join(tmp, "work");
@@ -104,6 +124,21 @@ export async function startTaskRig(providerOpts: ScriptedProviderOptions = {}): 
       await plane.kv.jobs.put(StateKeys.job(config.name, cellId), JSON.stringify(work));
       return cellId;
     },
+    cliEnv(run, cell, attempt, extra = {}) {
+      return {
+        PATH: process.env.PATH ?? "",
+        HOME: process.env.HOME ?? "/tmp",
+        ...nats.env,
+        EVALFLEET_GATEWAY_URL: provider.url,
+        EVALFLEET_WORKDIR: workRoot,
+        EVALFLEET_GIT_MIRRORS: mirrorRoot,
+        EVALFLEET_LOG_LEVEL: "warn",
+        [JobRefEnv.run]: run,
+        [JobRefEnv.cell]: cell,
+        [JobRefEnv.attempt]: String(attempt),
+        ...extra,
+      };
+    },
     run(run, cell, attempt = 1, opts = {}) {
       return runTask(
         { run, cell, attempt },
@@ -120,9 +155,9 @@ export async function startTaskRig(providerOpts: ScriptedProviderOptions = {}): 
         },
       );
     },
-    async published(run, cell) {
+    async published(run, cell, attempt = 1) {
       const m = await plane.jsm.streams.getMessage(Streams.attempts.name, {
-        last_by_subj: Subjects.attempts.one(run, cell),
+        last_by_subj: Subjects.attempts.one(run, cell, attempt),
       });
       if (!m) throw new Error("no attempt result on the stream");
       return AttemptResultSchema.parse(m.json());

@@ -7,8 +7,9 @@ import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { parse as parseYaml } from "yaml";
 import { type TaskSpec, TaskSpecSchema } from "../../protocol/config.js";
-import { libraryFixScenario } from "../../shim/adapters/index.js";
-import { libraryFixes, prepareWorkdir } from "../../shim/task/index.js";
+import { libraryFixScenario } from "../../scripted-provider/fixes.js";
+import { libraryFixes } from "../../scripted-provider/gold.js";
+import { prepareWorkdir } from "../../task/index.js";
 import { LIBRARY, startTaskRig, type TaskRig } from "./task-fixture.js";
 
 const tasks: TaskSpec[] = readdirSync(LIBRARY)

@@ -1,56 +1,83 @@
-/** Gold validation on the repository's sample tasks and on deliberately broken ones. */
+/**
+ * Gold validation on the repository's sample tasks and on deliberately broken ones: in containers, from each task's
+ * instance image pinned by digest (built offline, pushed to the test registry), and in checkouts where no Docker
+ * answers. The SWE-bench path (an imported task validated in its mirrored image) is in images.test.ts.
+ */
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
-import { mkdtemp, rm } from "node:fs/promises";
+import { mkdtemp, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { after, before, describe, it } from "node:test";
 import { promisify } from "node:util";
-import type { GradeBackend, GradeOutcome } from "../../actors/grader-supervisor/backends/types.js";
-import { getTaskValidation, invalidTaskIds } from "../../actors/grader-supervisor/records.js";
-import { prepareTaskJob } from "../../actors/grader-supervisor/task-job.js";
-import { imageManifest, validateAndRecord } from "../../actors/grader-supervisor/validate.js";
-import { TaskSpecSchema } from "../../protocol/config.js";
-import { silentLogger } from "../../protocol/log.js";
-import { validateEnv } from "../../scripts/commands/validate-env.js";
+import { planRun, type Rejection } from "../../actors/planner/plan.js";
+import { validateEnv } from "../../cli/commands/validate-env.js";
+import type { ContainerRuntime } from "../../containers/index.js";
+import { silentLogger } from "../../lib/log.js";
+import { RunConfigSchema } from "../../protocol/config.js";
 import { openDb } from "../../store/db.js";
+import { getTaskValidation, getTaskValidations, invalidTaskIds } from "../../store/grades.js";
+import { listImages } from "../../store/images.js";
 import { type FreshDb, freshDb } from "../helpers/db.js";
+import { testBaseImage, testRegistry, testRootfs, testRuntime } from "../helpers/docker.js";
 
 const ROOT = path.resolve(import.meta.dirname, "../..");
 const EXAMPLES = path.join(ROOT, "examples/tasks");
 const BROKEN = path.join(ROOT, "test/fixtures/tasks-broken");
+const SAMPLES = ["sample-calc-add", "sample-ranges-sum", "sample-strings-title"];
 const log = silentLogger();
 
 let fdb: FreshDb;
+let rt: ContainerRuntime;
+let dockerHost: string;
+let images: { registry: string; baseRootfs: string };
 
 before(async () => {
   fdb = await freshDb("validate-env");
+  ({ runtime: rt, dockerHost } = await testRuntime());
+  images = { registry: await testRegistry(), baseRootfs: await testRootfs() };
+  await testBaseImage();
 });
 
 after(async () => {
   await fdb?.cleanup();
 });
 
+/** Validate a task library in containers, its images built here: each task's result by id. */
+async function inContainers(tasks: string) {
+  const env = { ...process.env, DOCKER_HOST: dockerHost };
+  const results = await validateEnv({ tasks, db: fdb.db, log, env, images, runtime: rt, build: true });
+  return new Map(results.map((r) => [r.taskId, r]));
+}
+
 describe("validate-env", () => {
-  it("the sample tasks are valid, recorded with the digest they were validated on", async () => {
-    const results = await validateEnv({ tasks: EXAMPLES, db: fdb.db, log });
-    const byId = new Map(results.map((r) => [r.taskId, r]));
-    for (const id of ["sample-calc-add", "sample-ranges-sum", "sample-strings-title"]) {
-      assert.equal(byId.get(id)?.verdict, "valid", `${id}: ${byId.get(id)?.reason}`);
+  it("in containers: each sample task valid in its built image, recorded with that image and its digest", async () => {
+    const byId = await inContainers(EXAMPLES);
+    const built = new Map(
+      (await listImages(fdb.db))
+        .filter((i) => i.kind === "built")
+        .map((i) => [i.taskId, `${i.name}@${i.digest}`] as const),
+    );
+    for (const id of SAMPLES) {
+      const r = byId.get(id);
+      assert.equal(r?.verdict, "valid", `${id}: ${r?.reason}`);
+      assert.equal(r?.backend, "docker");
       const row = await getTaskValidation(fdb.db, id);
       assert.equal(row?.valid, true);
-      assert.equal(row?.reason, null);
-      assert.match(row?.imageDigest ?? "", /^sha256:[0-9a-f]{64}$/);
+      assert.equal(row?.backend, "docker");
+      assert.equal(row?.imageRef, built.get(id), "validated in the image the images table holds for it");
+      assert.ok(row?.imageRef?.startsWith(`${images.registry}/evalfleet/task-`));
+      assert.equal(row?.imageRef?.split("@")[1], row?.imageDigest);
     }
     // open_ended tasks are judged, nothing to validate, no row.
     assert.equal(byId.get("sample-explain-design")?.verdict, "skipped");
     assert.equal(await getTaskValidation(fdb.db, "sample-explain-design"), null);
   });
 
-  it("a gold patch that does not fix its test, and a task the empty patch resolves, are invalid", async () => {
-    const results = await validateEnv({ tasks: BROKEN, db: fdb.db, log });
-    const byId = new Map(results.map((r) => [r.taskId, r]));
+  it("a gold patch that does not fix its test, and a task the empty patch resolves, are invalid in containers", async () => {
+    const byId = await inContainers(BROKEN);
     assert.equal(byId.get("broken-gold")?.verdict, "invalid");
+    assert.equal(byId.get("broken-gold")?.backend, "docker");
     assert.match(byId.get("broken-gold")?.reason ?? "", /gold patch does not resolve.*double_two/);
     assert.equal(byId.get("broken-already-passes")?.verdict, "invalid");
     assert.match(byId.get("broken-already-passes")?.reason ?? "", /empty patch already resolves/);
@@ -58,78 +85,95 @@ describe("validate-env", () => {
     assert.equal(row?.valid, false);
     assert.match(row?.reason ?? "", /RESOLVED_NO/);
     assert.deepEqual([...(await invalidTaskIds(fdb.db))].sort(), ["broken-already-passes", "broken-gold"]);
-  });
-
-  it("a docker task is validated on a resolved digest, and grading then uses that digest", async () => {
-    const digest = `sha256:${"ab".repeat(32)}`;
-    const task = TaskSpecSchema.parse({
-      id: "astropy__astropy-1",
-      repo: "astropy/astropy",
-      base_commit: "abc123",
-      version: "5.0",
-      image: "swebench/sweb.eval.x86_64.astropy_1776_astropy-1",
-      FAIL_TO_PASS: ["t::a"],
-      PASS_TO_PASS: [],
-      patch: "diff --git a/x b/x\n",
+    // The planner refuses a run naming the broken task, with the validator's reason.
+    const config = RunConfigSchema.parse({
+      name: "broken-run",
+      harnesses: [{ name: "h", adapter: "command" }],
+      models: [{ name: "m", prices: { input_per_mtok: 1, output_per_mtok: 2 } }],
+      tasks: ["broken-gold"],
+      task_library_path: BROKEN,
     });
-    const seen: Array<{ patch: string | null; digest: string | undefined }> = [];
-    const docker: GradeBackend = {
-      name: "docker",
-      grade: async (job): Promise<GradeOutcome> => {
-        seen.push({ patch: job.patch, digest: job.image?.digest });
-        const resolved = job.patch !== "";
-        return {
-          kind: "graded",
-          resolved,
-          status: resolved ? "RESOLVED_FULL" : "RESOLVED_NO",
-          report: {},
-          testOutput: "",
-        };
+    await assert.rejects(
+      planRun(config, [BROKEN], (ids) => getTaskValidations(fdb.db, ids)),
+      (err: Rejection) => {
+        assert.equal(err.issues[0]?.path, "tasks: broken-gold");
+        assert.match(
+          err.issues[0]?.reason ?? "",
+          /^invalid \(validated .*\): gold patch does not resolve the task: RESOLVED_NO/,
+        );
+        return true;
       },
-    };
-    const [r] = await validateAndRecord(fdb.db, [task], {
-      graders: { docker, local: docker },
-      libraryDir: ROOT,
-      resolveDigest: async () => digest,
-    });
-    assert.equal(r?.verdict, "valid");
-    assert.deepEqual(seen, [
-      { patch: task.patch, digest },
-      { patch: "", digest },
-    ]);
-    const row = await getTaskValidation(fdb.db, task.id);
-    assert.equal(row?.imageDigest, digest);
-    const prepared = await prepareTaskJob(task, "p", {
-      libraryDir: ROOT,
-      validatedDigest: row?.imageDigest ?? null,
-    });
-    assert.deepEqual(prepared.job.image, { name: task.image, digest });
-    // What the eval-host AMI pre-pulls: the image pinned by the validated digest.
-    assert.deepEqual(imageManifest([r!]), {
-      images: [{ instance_id: task.id, image: `${task.image}@${digest}` }],
-    });
+    );
   });
 
-  it("`evalfleet validate-env --tasks DIR --json` records rows in the database", async () => {
+  it("without Docker the folder tasks are validated in checkouts, and the record says so", async () => {
+    const scratch = await freshDb("validate-env-checkout");
+    try {
+      const results = await validateEnv({
+        tasks: EXAMPLES,
+        db: scratch.db,
+        log,
+        env: process.env,
+        images,
+        runtime: null,
+      });
+      for (const id of SAMPLES) {
+        const r = results.find((x) => x.taskId === id);
+        assert.deepEqual([r?.verdict, r?.backend], ["valid", "local"], `${id}: ${r?.reason}`);
+        const row = await getTaskValidation(scratch.db, id);
+        assert.deepEqual([row?.backend, row?.imageRef], ["local", null]);
+        assert.match(row?.imageDigest ?? "", /^sha256:[0-9a-f]{64}$/);
+      }
+    } finally {
+      await scratch.cleanup();
+    }
+  });
+
+  it("`evalfleet validate-env --tasks DIR --build --json --manifest` records rows and the images to pre-pull", async () => {
     const dir = await mkdtemp(path.join(tmpdir(), "validate-env-cli-"));
     try {
-      const { DATABASE_URL: _pg, NODE_TEST_CONTEXT: _t, ...env } = process.env;
+      const { DATABASE_URL: _pg, NODE_TEST_CONTEXT: _t, ...rest } = process.env;
+      const manifest = path.join(dir, "images.json");
       const { stdout } = await promisify(execFile)(
         process.execPath,
-        ["--import", "tsx", "scripts/cli.ts", "validate-env", "--tasks", BROKEN, "--json", "--data-dir", dir],
-        { cwd: ROOT, env },
+        [
+          "--import",
+          "tsx",
+          "cli/main.ts",
+          "validate-env",
+          "--tasks",
+          EXAMPLES,
+          "--build",
+          "--registry",
+          images.registry,
+          "--rootfs",
+          images.baseRootfs,
+          "--json",
+          "--manifest",
+          manifest,
+          "--data-dir",
+          path.join(dir, "pglite"),
+        ],
+        { cwd: ROOT, env: { ...rest, DOCKER_HOST: dockerHost } },
       );
       const lines = stdout
         .trim()
         .split("\n")
-        .map((l) => JSON.parse(l) as { taskId: string; verdict: string });
-      assert.deepEqual(lines.map((l) => [l.taskId, l.verdict]).sort(), [
-        ["broken-already-passes", "invalid"],
-        ["broken-gold", "invalid"],
+        .map((l) => JSON.parse(l) as { taskId: string; verdict: string; backend: string | null });
+      assert.deepEqual(lines.map((l) => [l.taskId, l.verdict, l.backend]).sort(), [
+        ["sample-calc-add", "valid", "docker"],
+        ["sample-explain-design", "skipped", null],
+        ["sample-ranges-sum", "valid", "docker"],
+        ["sample-strings-title", "valid", "docker"],
       ]);
-      const db = await openDb({ dataDir: dir });
+      const pre = JSON.parse(await readFile(manifest, "utf8")) as {
+        images: Array<{ instance_id: string; image: string }>;
+      };
+      assert.deepEqual(pre.images.map((i) => i.instance_id).sort(), SAMPLES);
+      const db = await openDb({ dataDir: path.join(dir, "pglite") });
       try {
-        assert.deepEqual([...(await invalidTaskIds(db))].sort(), ["broken-already-passes", "broken-gold"]);
+        for (const i of pre.images)
+          assert.equal((await getTaskValidation(db, i.instance_id))?.imageRef, i.image);
       } finally {
         await db.close();
       }

@@ -5,7 +5,8 @@ import type { AddressInfo } from "node:net";
 import path from "node:path";
 import { after, before, describe, it } from "node:test";
 import { promisify } from "node:util";
-import { openPlane, type Plane } from "../../actors/runtime/connect.js";
+import { checkGateway, gatewayUnreachableMessage } from "../../cli/commands/gateway-check.js";
+import { openPlane, type Plane } from "../../plane/connect.js";
 import {
   type CellProgress,
   type Heartbeat,
@@ -13,7 +14,6 @@ import {
   type RunProgress,
 } from "../../protocol/messages.js";
 import { ProgressKeys, StateKeys } from "../../protocol/subjects.js";
-import { checkGateway, gatewayUnreachableMessage } from "../../scripts/commands/gateway-check.js";
 import { freePort, startNats, type TestNats } from "../helpers/nats.js";
 
 const ROOT = path.resolve(import.meta.dirname, "../..");
@@ -84,16 +84,16 @@ function heartbeat(actor: string, id: string, ageMs: number): string {
 describe("watch, status and the gateway preflight", () => {
   let nats: TestNats;
   let plane: Plane;
-  const env = () => ({ ...baseEnv, NATS_URL: nats.url });
+  const env = () => ({ ...baseEnv, ...nats.env });
   const cli = (args: string[], extraEnv: Record<string, string> = {}) =>
-    promisify(execFile)(process.execPath, ["--import", "tsx", "scripts/cli.ts", ...args], {
+    promisify(execFile)(process.execPath, ["--import", "tsx", "cli/main.ts", ...args], {
       cwd: ROOT,
       env: { ...env(), ...extraEnv },
     });
 
   before(async () => {
     nats = await startNats();
-    plane = await openPlane({ servers: nats.url, name: "watch-test" });
+    plane = await openPlane({ nats: nats.settings, name: "watch-test" });
     const kv = plane.kv.progress;
     await kv.put(
       ProgressKeys.run("done.run"),
@@ -168,7 +168,7 @@ describe("watch, status and the gateway preflight", () => {
     await plane.kv.progress.put(ProgressKeys.run("live"), runKey({ run: "live" }));
     const child: ChildProcess = spawn(
       process.execPath,
-      ["--import", "tsx", "scripts/cli.ts", "watch", "live", "--json", "--interval-ms", "100"],
+      ["--import", "tsx", "cli/main.ts", "watch", "live", "--json", "--interval-ms", "100"],
       { cwd: ROOT, env: env() },
     );
     let out = "";
@@ -196,14 +196,16 @@ describe("watch, status and the gateway preflight", () => {
     });
   });
 
-  it("gateway preflight: the seed's message with the port; --no-check-gateway skips it", async () => {
+  it("gateway preflight: the seed's message with the port and a remedy that starts the whole plane; --no-check-gateway skips it", async () => {
     const port = await freePort();
     const gw = { EVALFLEET_GATEWAY_URL: `http://127.0.0.1:${port}` };
     await assert.rejects(cli(["submit", SAMPLE], gw), (err: { code: number; stderr: string }) => {
       assert.equal(err.code, 1);
       assert.equal(
         err.stderr,
-        `Gateway is NOT reachable on 127.0.0.1:${port}.\nStart it in another terminal with:\n  evalfleet gateway --port ${port}\nThen re-run this command.\n`,
+        `Gateway is NOT reachable on 127.0.0.1:${port}.\nStart the plane (its gateway included) in another terminal with:\n` +
+          `  evalfleet up --gateway-port ${port}\n` +
+          "Then re-run this command (or set EVALFLEET_GATEWAY_URL to a plane's gateway elsewhere).\n",
       );
       return true;
     });

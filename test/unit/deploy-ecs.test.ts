@@ -105,12 +105,22 @@ describe("deploy: ecs", () => {
   });
 
   test("the nightly guard: a scheduled inline Lambda that stops old harness tasks and zeroes the eval tier", () => {
-    template.hasResourceProperties("AWS::Events::Rule", { ScheduleExpression: "cron(0 4 * * ? *)" });
+    template.hasResourceProperties("AWS::Events::Rule", {
+      ScheduleExpression: "cron(0 4 * * ? *)",
+      Targets: Match.arrayWith([
+        Match.objectLike({
+          Input: Match.serializedJson(
+            Match.objectLike({
+              cluster: "evalfleet",
+              asgName: "evalfleet-eval-hosts",
+              maxAgeHours: Match.anyValue(),
+            }),
+          ),
+        }),
+      ]),
+    });
     template.hasResourceProperties("AWS::Lambda::Function", {
       Code: { ZipFile: Match.stringLikeRegexp("StopTaskCommand[\\s\\S]*UpdateAutoScalingGroupCommand") },
-      Environment: {
-        Variables: Match.objectLike({ ASG_NAME: "evalfleet-eval-hosts", CLUSTER: "evalfleet" }),
-      },
     });
   });
 

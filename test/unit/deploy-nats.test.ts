@@ -1,99 +1,92 @@
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
+import { decode } from "@nats-io/jwt";
 import { Match, Template } from "aws-cdk-lib/assertions";
 import { buildApp } from "../../deploy/app.js";
-import { deployedNatsAuth } from "../../deploy/lib/nats.js";
-import {
-  natsAuthorization,
-  natsServerConfig,
-  renderNatsConf,
-  type TaskIdentity,
-  taskInboxPrefix,
-  taskPermissions,
-} from "../../deploy/lib/nats-auth.js";
-import { ProgressKeys, Subjects } from "../../protocol/subjects.js";
+import { deployedNatsSecrets, natsServerConfig } from "../../deploy/lib/nats-auth.js";
+import { type AttemptIdentity, attemptPermissions, createNatsAccounts } from "../../plane/nats-auth.js";
+import { ApiSubjects, ProgressKeys, StateKeys, Subjects } from "../../protocol/subjects.js";
 import { subjectMatches } from "../helpers/nats.js";
 
-const me: TaskIdentity = {
+const me: AttemptIdentity = {
   run: "run:1",
   cell: "astropy__astropy-12907",
   attempt: 2,
-  pool: "claude__sonnet",
   task: "astropy__astropy-12907",
 };
-const other: TaskIdentity = { ...me, cell: "django__django-11099", task: "django__django-11099" };
-const NKEY = "UDXU4RCSJNZOIQHZNWXHXORDPRTGNJAHAHFRGZNEEJCPQTT2M7NLCNF4";
+const other: AttemptIdentity = { ...me, cell: "django__django-11099", task: "django__django-11099" };
 
 const allowed = (list: string[], subject: string) => list.some((p) => subjectMatches(p, subject));
 
-describe("deploy: NATS authorization", () => {
-  test("a task may publish only to its own attempt's subjects", () => {
-    const { publish } = taskPermissions(me);
-    assert.ok(allowed(publish.allow, Subjects.ledger.one(me.run, me.cell)), "own ledger");
-    assert.ok(allowed(publish.allow, Subjects.attempts.one(me.run, me.cell)), "own attempt result");
-    assert.ok(
-      allowed(publish.allow, `$KV.progress.${ProgressKeys.cell(me.run, me.cell)}`),
-      "own progress key",
-    );
+describe("NATS: an attempt user's permissions", () => {
+  test("it may publish only its own attempt's subjects and read only its own job keys", () => {
+    const { publish } = attemptPermissions(me);
     for (const s of [
-      Subjects.ledger.one(other.run, other.cell),
-      Subjects.attempts.one(other.run, other.cell),
-      `$KV.progress.${ProgressKeys.cell(other.run, other.cell)}`,
-      `$KV.progress.${ProgressKeys.run(me.run)}`,
-      `$KV.budgets.run.${me.run}`,
-      Subjects.cells.one(me.run, me.pool),
+      Subjects.ledger.one(me.run, me.cell, me.attempt),
+      Subjects.attempts.one(me.run, me.cell, me.attempt),
+      Subjects.attemptSignal(me.run, me.cell, me.attempt),
+      ApiSubjects.kvKey("progress", ProgressKeys.cell(me.run, me.cell)),
+      ApiSubjects.kvDirectGet("jobs", StateKeys.job(me.run, me.cell)),
+      ApiSubjects.kvDirectGet("jobs", StateKeys.jobRun(me.run)),
+      ApiSubjects.kvDirectGet("jobs", StateKeys.jobTask(me.run, me.task)),
+      ApiSubjects.kvDirectGet("jobs", StateKeys.attemptKey(me.run, me.cell, me.attempt)),
+      ApiSubjects.objectChunks("blobs", ApiSubjects.attemptChunkId(me.run, me.cell, me.attempt, "NUID123")),
+    ])
+      assert.ok(allowed(publish, s), `own: ${s}`);
+    for (const s of [
+      Subjects.ledger.one(me.run, me.cell, me.attempt + 1),
+      Subjects.attempts.one(me.run, me.cell, me.attempt + 1),
+      Subjects.ledger.one(other.run, other.cell, other.attempt),
+      Subjects.attempts.one(other.run, other.cell, other.attempt),
+      ApiSubjects.kvKey("progress", ProgressKeys.cell(other.run, other.cell)),
+      ApiSubjects.kvKey("progress", ProgressKeys.run(me.run)),
+      ApiSubjects.kvKey("budgets", StateKeys.budget(me.run)),
+      ApiSubjects.kvDirectGet("jobs", StateKeys.attemptKey(me.run, me.cell, me.attempt + 1)),
+      ApiSubjects.kvDirectGet("jobs", StateKeys.job(other.run, other.cell)),
+      ApiSubjects.kvMsgGet("jobs"),
+      ApiSubjects.objectChunks(
+        "blobs",
+        ApiSubjects.attemptChunkId(other.run, other.cell, other.attempt, "N"),
+      ),
+      ApiSubjects.objectChunks("blobs", "NUID123"),
+      Subjects.cells.one(me.run, "p"),
       Subjects.runSubmit,
       "grade.jobs.x",
       "$JS.API.STREAM.DELETE.EF_LEDGER",
-      "$JS.API.DIRECT.GET.KV_jobs.$KV.jobs.run=3A1.django__django-11099",
-    ]) {
-      assert.ok(!allowed(publish.allow, s), `task must not publish ${s}`);
-    }
+      "$JS.API.STREAM.MSG.GET.OBJ_blobs",
+    ])
+      assert.ok(!allowed(publish, s), `must not publish ${s}`);
     assert.ok(
-      publish.allow.every((p) => !p.includes("*") && !p.endsWith(">")),
-      "no wildcards in a task's publish list",
+      publish.every((p) => !p.endsWith(">") && p.split(".").filter((t) => t === "*").length <= 1),
+      "no > anywhere; one * only in the chunk subject's last token",
     );
   });
 
-  test("a task subscribes only to its own inbox and its own attempt's signal", () => {
-    const { subscribe } = taskPermissions(me);
-    assert.ok(allowed(subscribe.allow, `${taskInboxPrefix(me)}.abc123`));
-    assert.ok(allowed(subscribe.allow, Subjects.attemptSignal(me.run, me.cell, me.attempt)));
-    assert.ok(!allowed(subscribe.allow, `${taskInboxPrefix(other)}.abc123`), "another task's inbox");
-    assert.ok(!allowed(subscribe.allow, "_INBOX.abc"), "the shared inbox namespace");
-    assert.ok(!allowed(subscribe.allow, Subjects.attemptSignal(me.run, me.cell, me.attempt + 1)));
-    assert.ok(!allowed(subscribe.allow, Subjects.ledger.all));
+  test("it subscribes only to its own inbox prefix and its own attempt's signal", () => {
+    const { subscribe } = attemptPermissions(me);
+    const inbox = ApiSubjects.attemptInbox(me.run, me.cell, me.attempt);
+    assert.ok(allowed(subscribe, `${inbox}.abc123.1`));
+    assert.ok(allowed(subscribe, Subjects.attemptSignal(me.run, me.cell, me.attempt)));
+    assert.ok(!allowed(subscribe, `${ApiSubjects.attemptInbox(other.run, other.cell, other.attempt)}.abc`));
+    assert.ok(!allowed(subscribe, "_INBOX.abc"), "the shared inbox namespace");
+    assert.ok(!allowed(subscribe, Subjects.attemptSignal(me.run, me.cell, me.attempt + 1)));
+    assert.ok(!allowed(subscribe, Subjects.ledger.all));
   });
+});
 
-  test("three accounts; tasks reach ACTORS' JetStream only through the subjects ACTORS exports", () => {
-    const auth = natsAuthorization({
-      actors: [{ user: "planner", password: { env: "P" } }],
-      gateway: [{ user: "gateway", password: { env: "G" } }],
-      tasks: [{ task: me, nkey: NKEY }],
-    }) as {
-      accounts: Record<
-        string,
-        {
-          users: Array<Record<string, unknown>>;
-          jetstream?: string;
-          exports?: unknown[];
-          imports?: unknown[];
-        }
-      >;
-    };
-    assert.deepEqual(Object.keys(auth.accounts).sort(), ["ACTORS", "GATEWAY", "TASKS"]);
-    assert.equal(auth.accounts.ACTORS?.jetstream, "enabled");
-    assert.equal(
-      auth.accounts.TASKS?.jetstream,
-      undefined,
-      "tasks cannot create or read streams of their own",
-    );
-    const user = auth.accounts.TASKS?.users[0];
-    assert.equal(user?.nkey, NKEY);
-    assert.deepEqual(user?.permissions, taskPermissions(me));
-    const text = renderNatsConf(auth as unknown as Record<string, unknown>);
-    assert.match(text, /password: \$P\n/, "passwords are environment references, not literals");
-    assert.doesNotMatch(text, /"\$P"/);
+describe("deploy: NATS in operator mode", () => {
+  test("the secrets: the servers' auth lines, a plane user of the account, the account's signing key", async () => {
+    const accounts = await createNatsAccounts();
+    const s = await deployedNatsSecrets(accounts);
+    assert.match(s.serverAuth, /^operator: /m);
+    assert.match(s.serverAuth, /^resolver: MEMORY$/m);
+    assert.ok(s.serverAuth.includes(accounts.account.jwt) && s.serverAuth.includes(accounts.system.jwt));
+    assert.doesNotMatch(s.serverAuth, /\bS[OAU][A-Z2-7]{56}\b/, "no seed in what the servers get");
+    const plane = decode<{ issuer_account?: string }>(s.plane.jwt);
+    assert.equal(plane.nats.issuer_account, accounts.account.publicKey);
+    assert.match(s.plane.seed, /^SU/);
+    assert.equal(s.signer.account, accounts.account.publicKey);
+    assert.equal(s.signer.signingKey, accounts.signingSeed);
   });
 
   test("server config: clustered JetStream with authenticated routes, accounts included from a file", () => {
@@ -102,15 +95,16 @@ describe("deploy: NATS authorization", () => {
       peers: ["a", "b", "c"],
       storeDir: "/data/js",
       maxFileStore: 1e9,
-      authFile: "/etc/nats/auth.conf",
+      authFile: "auth.conf",
       routePassword: "pw",
     });
     assert.match(conf, /jetstream: \{\n {2}store_dir: "\/data\/js"/);
     assert.match(conf, /nats-route:\/\/route:pw@c:6222/);
-    assert.match(conf, /include "\/etc\/nats\/auth\.conf"\n$/);
+    // nats-server joins an include path to the including file's folder: a name beside nats.conf.
+    assert.match(conf, /include "auth\.conf"\n$/);
   });
 
-  test("the deployed cluster: three nodes, each with its own encrypted, retained data volume, given the generated auth", () => {
+  test("the deployed cluster: three nodes, each with its own encrypted, retained data volume, given the operator-mode auth from a secret", () => {
     const { stack } = buildApp({}, { nag: false, cfnValidation: false });
     const template = Template.fromStack(stack);
     const resources = template.toJSON().Resources as Record<
@@ -127,10 +121,8 @@ describe("deploy: NATS authorization", () => {
     const nodes = Object.values(resources).filter((r) => r.Type === "AWS::EC2::Instance");
     assert.equal(nodes.length, 3);
     const userData = JSON.stringify(nodes[0]?.Properties?.UserData);
-    assert.ok(
-      userData.includes(JSON.stringify(deployedNatsAuth()).slice(1, 200)),
-      "user data carries the generated accounts",
-    );
+    assert.match(userData, /auth\.conf/, "user data writes the operator-mode auth from its secret");
+    assert.doesNotMatch(userData, /NATS_ACTORS_PASSWORD|password: \$/, "no role passwords any more");
     template.hasResourceProperties("AWS::Route53::RecordSet", {
       Name: Match.stringLikeRegexp("^nats-2\\.nats\\.evalfleet\\.internal"),
     });

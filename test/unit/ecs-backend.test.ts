@@ -23,8 +23,9 @@ import {
   tagsFor,
 } from "../../actors/dispatcher/backends/ecs-ids.js";
 import { teardown } from "../../actors/dispatcher/backends/ecs-teardown.js";
-import { type JobRef, JobRefEnv, shouldRetry } from "../../actors/dispatcher/backends/types.js";
-import { decideEvalHosts, type ScalePolicy } from "../../actors/grader-supervisor/scaler.js";
+import { type JobRef, shouldRetry } from "../../actors/dispatcher/backends/types.js";
+import { AsgCapacity, decideEvalHosts, type ScalePolicy } from "../../actors/grader-supervisor/scaler.js";
+import { JobRefEnv } from "../../protocol/task.js";
 
 /** The server side of a quota: refuses (instead of waiting) when the bucket is empty. */
 class ServerBucket {
@@ -292,6 +293,38 @@ describe("ecs backend: launching at the quota", () => {
       [JobRefEnv.run, JobRefEnv.cell, JobRefEnv.attempt, JobRefEnv.pool],
     );
     assert.equal(ecs.runInputs[0]?.networkConfiguration?.awsvpcConfiguration?.assignPublicIp, "DISABLED");
+  });
+
+  test("an attempt's NATS user goes to the named (task) container's override only, never to another container", async () => {
+    const clock = new SimClock();
+    const ecs = new FakeEcs(clock);
+    const b = backend(ecs, clock);
+    const [ref] = refs(1);
+    const launched = await b.launch([
+      { ...ref!, natsCredential: { jwt: "eyJ.a.b", seed: "SUSEED", creds: "x" } },
+    ]);
+    assert.ok(launched[0]?.handle, "launched");
+    assert.equal(
+      Object.hasOwn(launched[0]!.ref, "natsCredential"),
+      false,
+      "the credential is not kept with the ref",
+    );
+    const overrides = ecs.runInputs[0]?.overrides?.containerOverrides ?? [];
+    assert.equal(overrides.length, 1, "one container override");
+    assert.equal(
+      overrides[0]?.name,
+      "harness",
+      "the container the settings name (the task container when deployed)",
+    );
+    const env = Object.fromEntries((overrides[0]?.environment ?? []).map((e) => [e.name, e.value]));
+    assert.equal(env.NATS_JWT, "eyJ.a.b");
+    assert.equal(env.NATS_NKEY_SEED, "SUSEED");
+    assert.equal(
+      JSON.stringify(ecs.runInputs[0]).match(/SUSEED/g)?.length,
+      1,
+      "the seed is nowhere else in the call",
+    );
+    await b.close();
   });
 
   test("launch and stop share the API bucket: stopping during a launch stays within 40/s combined", async () => {
@@ -565,7 +598,7 @@ describe("ecs backend: idempotency", () => {
 });
 
 describe("teardown", () => {
-  test("stops every task of a run, then all, leaves services alone, scales eval to zero, revokes keys", async () => {
+  test("cancels the run first, stops every task of a run, then all, leaves services alone, scales eval to zero, revokes keys", async () => {
     const clock = new SimClock();
     const ecs = new FakeEcs(clock);
     const b = backend(ecs, clock);
@@ -574,6 +607,8 @@ describe("teardown", () => {
     const svc = [ecs.addServiceTask(), ecs.addServiceTask()];
     const asg = new FakeAsg();
     const revoked: string[] = [];
+    const order: string[] = [];
+    const stopsBefore = () => [...ecs.tasks.values()].filter((t) => t.lastStatus === "STOPPED").length;
 
     const buckets = b.buckets; // same process: the quota state is shared
     const r1 = await teardown({
@@ -582,11 +617,21 @@ describe("teardown", () => {
       run: "run-1",
       clock,
       buckets,
-      revokeRunKeys: async (run) => void revoked.push(run),
+      cancelRun: async (run) => {
+        order.push(`cancel ${run} after ${stopsBefore()} stops`);
+        return "cancelled";
+      },
+      revokeRunKeys: async (run) => {
+        revoked.push(run);
+        return "1 key";
+      },
     });
     assert.equal(r1.found, 230);
     assert.equal(r1.stopped.length, 230);
     assert.deepEqual(revoked, ["run-1"]);
+    assert.deepEqual(order, ["cancel run-1 after 0 stops"]);
+    assert.deepEqual(r1.cancelled, [{ run: "run-1", how: "cancelled" }]);
+    assert.deepEqual(r1.keysRevoked, [{ run: "run-1", what: "1 key" }]);
     const alive = [...ecs.tasks.values()].filter((t) => t.lastStatus !== "STOPPED");
     assert.equal(alive.length, 120 + 2);
 
@@ -595,13 +640,15 @@ describe("teardown", () => {
       cluster: "evalfleet",
       clock,
       buckets,
-      autoScaling: asg,
-      asgNames: ["eval"],
+      evalGroups: [new AsgCapacity(asg, "eval")],
     });
     assert.equal(all.stopped.length, 120);
     assert.deepEqual(all.runs, ["run:2"]);
     assert.deepEqual(all.keysNotRevoked, [
       { run: "run:2", reason: "no key revocation configured (set DATABASE_URL)" },
+    ]);
+    assert.deepEqual(all.notCancelled, [
+      { run: "run:2", reason: "no NATS connection: a live dispatcher may launch again" },
     ]);
     assert.deepEqual(all.scaled, [{ asg: "eval", from: 7, to: 0 }]);
     assert.equal(asg.desired, 0);

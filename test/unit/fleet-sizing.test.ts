@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { FLEET_PRIOR, type PoolObservations, poolsField, sizePool } from "../../actors/planner/fleet.js";
+import { FLEET_PRIOR, poolsField, sizePool } from "../../actors/planner/fleet.js";
+import type { PoolObservations } from "../../store/ledger.js";
 
 const obs: PoolObservations = {
   calls: 120,

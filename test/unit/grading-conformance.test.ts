@@ -7,9 +7,9 @@ import { existsSync, readdirSync, readFileSync } from "node:fs";
 import path from "node:path";
 import { describe, it } from "node:test";
 import { fileURLToPath } from "node:url";
-import { parseGradingInstance } from "../../actors/grader-supervisor/grading/instance.js";
-import { pyJsonDumps } from "../../actors/grader-supervisor/grading/pycompat.js";
-import { gradeLog } from "../../actors/grader-supervisor/grading/report.js";
+import { parseGradingInstance } from "../../grading/instance.js";
+import { pyJsonDumps } from "../../grading/pycompat.js";
+import { gradeLog } from "../../grading/report.js";
 
 const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
 export const CONFORMANCE = path.resolve(repoRoot, "../shared/conformance/swebench");

@@ -4,11 +4,11 @@ import { readFileSync } from "node:fs";
 import path from "node:path";
 import { describe, it } from "node:test";
 import { fileURLToPath } from "node:url";
-import { modifiedFiles, testDirectives } from "../../actors/grader-supervisor/grading/diff.js";
-import { makeEvalScript, makeEvalScriptList } from "../../actors/grader-supervisor/grading/eval-script.js";
-import { parseGradingInstance } from "../../actors/grader-supervisor/grading/instance.js";
-import { MAP_REPO_TO_PARSER } from "../../actors/grader-supervisor/grading/parsers/index.js";
-import { specFor, specRepos, specVersions } from "../../actors/grader-supervisor/grading/specs.js";
+import { modifiedFiles, testDirectives } from "../../grading/diff.js";
+import { makeEvalScript, makeEvalScriptList } from "../../grading/eval-script.js";
+import { parseGradingInstance } from "../../grading/instance.js";
+import { MAP_REPO_TO_PARSER } from "../../grading/parsers/index.js";
+import { specFor, specRepos, specVersions } from "../../grading/specs.js";
 
 const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
 const casesDir = path.resolve(repoRoot, "../shared/conformance/swebench/cases");

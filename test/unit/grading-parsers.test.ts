@@ -7,16 +7,10 @@ import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import { parserForJob } from "../../actors/grader-supervisor/backends/common.js";
 import type { GradeJob } from "../../actors/grader-supervisor/backends/types.js";
-import { parserForRepo } from "../../actors/grader-supervisor/grading/index.js";
-import { MAP_REPO_TO_PARSER } from "../../actors/grader-supervisor/grading/parsers/index.js";
-import {
-  ansiEscape,
-  ParserCrash,
-  pySplit,
-  pyStrip,
-  universalNewlines,
-} from "../../actors/grader-supervisor/grading/pycompat.js";
-import { specFor } from "../../actors/grader-supervisor/grading/specs.js";
+import { parserForRepo } from "../../grading/index.js";
+import { MAP_REPO_TO_PARSER } from "../../grading/parsers/index.js";
+import { ansiEscape, ParserCrash, pySplit, pyStrip, universalNewlines } from "../../grading/pycompat.js";
+import { specFor } from "../../grading/specs.js";
 import { EvalfleetError, ValidationError } from "../../protocol/errors.js";
 
 interface Case {

@@ -6,6 +6,7 @@ import path from "node:path";
 import { describe, it } from "node:test";
 import { fileURLToPath } from "node:url";
 import { Command } from "commander";
+import { gradeLogFiles, register } from "../../cli/commands/grade-log.js";
 import {
   APPLY_PATCH_FAIL,
   END_TEST_OUTPUT,
@@ -17,9 +18,8 @@ import {
   START_TEST_OUTPUT,
   TESTS_ERROR,
   TESTS_TIMEOUT,
-} from "../../actors/grader-supervisor/grading/index.js";
+} from "../../grading/index.js";
 import { EvalfleetError } from "../../protocol/errors.js";
-import { gradeLogFiles, register } from "../../scripts/commands/grade-log.js";
 
 const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
 const casesDir = path.resolve(repoRoot, "../shared/conformance/swebench/cases");

@@ -1,9 +1,9 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
+import { bar, duration } from "../../cli/commands/watch.js";
+import { eta, LiveKeys, LiveState, summarize } from "../../dashboard/live.js";
 import { MessageTypes } from "../../protocol/messages.js";
 import { ProgressKeys, StateKeys } from "../../protocol/subjects.js";
-import { bar, duration } from "../../scripts/commands/watch.js";
-import { eta, LiveKeys, LiveState, summarize } from "../../scripts/dashboard/live.js";
 
 const enc = (v: unknown) => new TextEncoder().encode(JSON.stringify(v));
 const put = (key: string, value: unknown) => ({ key, value: enc(value), operation: "PUT" as const });

@@ -1,7 +1,8 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import fc from "fast-check";
-import { buildMatrix, cellIdOf, estimateNanoUsd, isExempt } from "../../actors/planner/matrix.js";
+import { estimateNanoUsd } from "../../actors/dispatcher/budget.js";
+import { buildMatrix, cellIdOf, isExempt } from "../../actors/planner/matrix.js";
 import { type RunConfig, RunConfigSchema, type TaskSpec, TaskSpecSchema } from "../../protocol/config.js";
 import { EvalfleetError, ValidationError } from "../../protocol/errors.js";
 
@@ -143,7 +144,11 @@ describe("matrix expansion (the seed's examples)", () => {
         { name: "h1", adapter: "command" },
         { name: "h2", adapter: "command" },
       ],
-      models: [{ name: "i1" }, { name: "i2" }, { name: "rv", role: "review" }],
+      models: [
+        { name: "i1" },
+        { name: "i2" },
+        { name: "rv", role: "review", prices: { input_per_mtok: 1, output_per_mtok: 2 } },
+      ],
       repeats: 3,
     });
     const cells = buildMatrix(cfg, [multi("mp")]);
@@ -160,7 +165,12 @@ describe("matrix expansion (the seed's examples)", () => {
   });
 
   it("a multi-phase task without a review phase takes implementation models only, no suffix", () => {
-    const cfg = config({ models: [{ name: "i1" }, { name: "rv", role: "review" }] });
+    const cfg = config({
+      models: [
+        { name: "i1" },
+        { name: "rv", role: "review", prices: { input_per_mtok: 1, output_per_mtok: 2 } },
+      ],
+    });
     const cells = buildMatrix(cfg, [multi("mp", false)]);
     assert.deepEqual(
       cells.map((c) => c.cellId),
@@ -169,12 +179,19 @@ describe("matrix expansion (the seed's examples)", () => {
   });
 
   it("swe tasks take every model, whatever its role", () => {
-    const cfg = config({ models: [{ name: "i1" }, { name: "rv", role: "review" }] });
+    const cfg = config({
+      models: [
+        { name: "i1" },
+        { name: "rv", role: "review", prices: { input_per_mtok: 1, output_per_mtok: 2 } },
+      ],
+    });
     assert.equal(buildMatrix(cfg, [task("t")]).length, 2);
   });
 
   it("raises when a review phase has no implementation model", () => {
-    const cfg = config({ models: [{ name: "rv", role: "review" }] });
+    const cfg = config({
+      models: [{ name: "rv", role: "review", prices: { input_per_mtok: 1, output_per_mtok: 2 } }],
+    });
     assert.throws(
       () => buildMatrix(cfg, [multi("mp")]),
       (e: unknown) => e instanceof EvalfleetError && /no model has role: implementation/.test(e.message),

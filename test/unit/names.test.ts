@@ -11,8 +11,9 @@ import {
   tagsFor,
 } from "../../actors/dispatcher/backends/ecs-ids.js";
 import { gradeContainerName } from "../../actors/grader-supervisor/backends/docker.js";
-import { taskInboxPrefix, taskPermissions } from "../../deploy/lib/nats-auth.js";
+import { attemptPermissions } from "../../plane/nats-auth.js";
 import { EvalfleetError } from "../../protocol/errors.js";
+import { MsgIds } from "../../protocol/ids.js";
 import {
   attemptToken,
   decodeToken,
@@ -21,8 +22,15 @@ import {
   nameProblem,
   safeSlug,
 } from "../../protocol/names.js";
-import { BlobNames, ProgressKeys, poolId, StateKeys, Subjects } from "../../protocol/subjects.js";
-import { attemptDirs, repoMirrorPath } from "../../shim/task/workdir.js";
+import {
+  ApiSubjects,
+  BlobNames,
+  ProgressKeys,
+  poolId,
+  StateKeys,
+  Subjects,
+} from "../../protocol/subjects.js";
+import { attemptDirs, repoMirrorPath } from "../../task/workdir.js";
 import { hostileString } from "../helpers/hostile.js";
 import { subjectMatches } from "../helpers/nats.js";
 
@@ -53,8 +61,8 @@ describe("names become tokens safely", () => {
       "../../etc/passwd",
       "run.>",
     ]) {
-      const subject = Subjects.ledger.one(bad, bad);
-      assert.equal(subject.split(".").length, 3, subject);
+      const subject = Subjects.ledger.one(bad, bad, 1);
+      assert.equal(subject.split(".").length, 4, subject);
       assert.ok(!/[*> \n\u0000]/.test(subject), subject);
       assert.match(ProgressKeys.cell(bad, bad), KV_KEY);
     }
@@ -134,8 +142,9 @@ describe("every place a name becomes a subject, key, object name, path or contai
         assertSubject(Subjects.events.run(run), 2, Subjects.events.all);
         assertSubject(Subjects.cells.one(run, cell), 3, Subjects.cells.run(run));
         assertSubject(Subjects.cells.one(run, cell), 3, Subjects.cells.all);
-        assertSubject(Subjects.attempts.one(run, cell), 3, Subjects.attempts.all);
-        assertSubject(Subjects.ledger.one(run, cell), 3, Subjects.ledger.run(run));
+        assertSubject(Subjects.attempts.one(run, cell, n), 4, Subjects.attempts.all);
+        assertSubject(Subjects.attempts.one(run, cell, n), 4, Subjects.attempts.run(run));
+        assertSubject(Subjects.ledger.one(run, cell, n), 4, Subjects.ledger.run(run));
         assertSubject(Subjects.gradeJobs.one(run), 3, Subjects.gradeJobs.all);
         assertSubject(Subjects.gradeResults.one(run), 3, Subjects.gradeResults.all);
         assertSubject(Subjects.judgeJobs.one(run), 3, Subjects.judgeJobs.all);
@@ -144,7 +153,7 @@ describe("every place a name becomes a subject, key, object name, path or contai
         assertSubject(Subjects.attemptSignal(run, cell, n), 4, "signal.>");
         // another run's or cell's subject never falls inside this one's wildcard
         if (run !== cell)
-          assert.ok(!subjectMatches(Subjects.ledger.run(run), Subjects.ledger.one(cell, run)));
+          assert.ok(!subjectMatches(Subjects.ledger.run(run), Subjects.ledger.one(cell, run, n)));
       }),
       { numRuns: 2000 },
     );
@@ -161,7 +170,6 @@ describe("every place a name becomes a subject, key, object name, path or contai
         assertKey(StateKeys.job(run, cell), 3);
         assertKey(StateKeys.jobRun(run), 2);
         assertKey(StateKeys.jobTask(run, cell), 3);
-        assertKey(StateKeys.runKey(run), 2);
         assertKey(StateKeys.control(run), 2);
         assertKey(StateKeys.claim(run, cell, n), 4);
         assertKey(StateKeys.cellLaunch(run, cell), 3);
@@ -188,7 +196,7 @@ describe("every place a name becomes a subject, key, object name, path or contai
 
   it("an empty name is refused by the encoders, and a slug is never empty", () => {
     assert.throws(
-      () => Subjects.ledger.one("", "c"),
+      () => Subjects.ledger.one("", "c", 1),
       (e: unknown) => e instanceof EvalfleetError,
     );
     assert.throws(
@@ -219,7 +227,9 @@ describe("every place a name becomes a subject, key, object name, path or contai
         const rel = path.relative(root, d.attemptDir);
         assert.ok(!rel.startsWith("..") && !path.isAbsolute(rel), rel);
         assert.equal(rel.split(path.sep).length, 3, rel);
-        for (const sub of [d.repo, d.home, d.out]) assert.equal(path.dirname(sub), d.attemptDir);
+        for (const sub of [d.harnessRoot, d.taskDir]) assert.equal(path.dirname(sub), d.attemptDir);
+        for (const sub of [d.repo, d.home, d.out]) assert.equal(path.dirname(sub), d.harnessRoot);
+        assert.equal(path.dirname(d.baseGitDir), d.taskDir);
         assert.equal(path.dirname(repoMirrorPath("/mirrors", repo)), "/mirrors", repo);
       }),
       { numRuns: 2000 },
@@ -263,15 +273,40 @@ describe("every place a name becomes a subject, key, object name, path or contai
 
   it("a task's NATS user and inbox are single tokens, and its permissions name only its own subjects", () => {
     fc.assert(
-      fc.property(anyName(), anyName(), attempt, anyName(), (run, cell, n, pool) => {
-        const t = { run, cell, attempt: n, pool, task: cell };
-        assert.match(taskInboxPrefix(t), /^[A-Za-z0-9_-]+$/);
-        const perms = taskPermissions(t);
-        for (const s of perms.publish.allow) assert.ok(!/[*>]/.test(s), s);
-        for (const s of perms.subscribe.allow)
-          assert.ok(s === `${taskInboxPrefix(t)}.>` || !/[*>]/.test(s), s);
+      fc.property(anyName(), anyName(), attempt, (run, cell, n) => {
+        const t = { run, cell, attempt: n, task: cell };
+        const inbox = ApiSubjects.attemptInbox(run, cell, n);
+        assert.match(inbox, /^_INBOX_ATTEMPT(\.[A-Za-z0-9_=-]+){3}$/);
+        const perms = attemptPermissions(t);
+        const chunks = ApiSubjects.objectChunks("blobs", ApiSubjects.attemptChunkId(run, cell, n, "*"));
+        for (const s of perms.publish) assert.ok(s === chunks || !/[*>]/.test(s), s);
+        for (const s of perms.subscribe) assert.ok(s === `${inbox}.>` || !/[*>]/.test(s), s);
       }),
       { numRuns: 500 },
+    );
+  });
+
+  it("message ids of admitted names are one per attempt and per kind (the task and the stand-in result share one)", () => {
+    // few short names that run into each other when joined, so that equal and nearly equal pairs come up often
+    const admitted = fc.constantFrom("a", "b", "aa", "ab", "a.b", "a_", "_a", "a:b", "a@b", "a+");
+    const few = fc.integer({ min: 0, max: 5 });
+    fc.assert(
+      fc.property(admitted, admitted, few, admitted, admitted, few, (r1, c1, n1, r2, c2, n2) => {
+        for (const n of [r1, c1, r2, c2]) assert.equal(nameProblem(n), undefined, n);
+        const same = r1 === r2 && c1 === c2 && n1 === n2;
+        assert.equal(
+          MsgIds.attemptResult(r1, c1, n1) === MsgIds.attemptResult(r2, c2, n2),
+          same,
+          `${r1} ${c1} ${n1}`,
+        );
+        const kinds = [MsgIds.attemptResult, MsgIds.grade, MsgIds.judgeJob, MsgIds.verdict].map((b) =>
+          b(r1, c1, n1),
+        );
+        assert.equal(new Set(kinds).size, kinds.length);
+        assert.equal(MsgIds.cellWork(r1, c1, n1) === MsgIds.cellWork(r2, c2, n2), same);
+      }),
+      // a run and cell that join into the same text as another pair's
+      { numRuns: 2000, examples: [["a", "ab", 1, "aa", "b", 1]] },
     );
   });
 });

@@ -2,7 +2,8 @@ import assert from "node:assert/strict";
 import { Writable } from "node:stream";
 import { describe, it } from "node:test";
 import fc from "fast-check";
-import { createLogger } from "../../protocol/log.js";
+import { loadSettings } from "../../config/index.js";
+import { createLogger } from "../../lib/log.js";
 import {
   MAX_STREAM_BYTES,
   redactSecrets,
@@ -160,16 +161,17 @@ describe("the logger", () => {
   });
 
   it("redacts this process's own keys verbatim, whatever their shape", () => {
-    const before = process.env.EVALFLEET_UPSTREAM_KEY;
-    process.env.EVALFLEET_UPSTREAM_KEY = "plain-words-upstream-key";
-    try {
-      const c = capture();
-      createLogger({ name: "t", destination: c.destination }).info({ k: "plain-words-upstream-key" }, "x");
-      assert.ok(!c.text().includes("plain-words-upstream-key"), c.text());
-    } finally {
-      if (before === undefined) delete process.env.EVALFLEET_UPSTREAM_KEY;
-      else process.env.EVALFLEET_UPSTREAM_KEY = before;
-    }
+    // Registered when a role's settings are loaded: every secret setting's value, and the well-known variables.
+    loadSettings("shim", {
+      env: { EVALFLEET_RUN_KEY: "plain-words-run-key", GEMINI_API_KEY: "plain-words-gemini" },
+    });
+    const c = capture();
+    createLogger({ name: "t", destination: c.destination }).info(
+      { k: "plain-words-run-key" },
+      "plain-words-gemini",
+    );
+    assert.ok(!c.text().includes("plain-words-run-key"), c.text());
+    assert.ok(!c.text().includes("plain-words-gemini"), c.text());
   });
 
   it("never throws on what it is given (circular fields, BigInt)", () => {

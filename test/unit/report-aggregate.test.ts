@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import { buildReport, errorClassOf, isResolved, isScored } from "../../scripts/report/aggregate.js";
+import { buildReport, errorClassOf, isResolved, isScored } from "../../report/aggregate.js";
 import { attempt, ledger, sampleInput } from "./report-fixtures.js";
 
 describe("report aggregation", () => {
@@ -46,7 +46,14 @@ describe("report aggregation", () => {
     assert.ok(g.resolvedCi95 && g.resolvedCi95.low < 0.75 && g.resolvedCi95.high > 0.75);
     assert.equal(g.passAt1, (1 + 0.5) / 2);
     // t1: 2/2 -> 1; t2: 1/2 -> pass@2 = 1
-    assert.deepEqual(g.passAtK, { k: 2, value: 1, tasks: 2, excludedTasks: 0 });
+    assert.deepEqual(g.passAtK, { k: 2, value: 1, ci95: { low: 1, high: 1 }, tasks: 2, excludedTasks: 0 });
+    // pass^2: t1 resolved in both repeats (1), t2 in one of two (0)
+    assert.deepEqual(
+      { ...g.passHatK, ci95: null },
+      { k: 2, value: 0.5, ci95: null, tasks: 2, excludedTasks: 0 },
+    );
+    assert.equal(g.resolvedCiMethod, "task-bootstrap");
+    assert.deepEqual(g.flip, { rate: 0.5, mixedTasks: 1, tasksWithRepeats: 2 });
     assert.equal(g.costNanoUsd, 4_000_000_000);
     assert.equal(g.billableNanoUsd, 3_000_000_000);
     assert.equal(g.retriedSpendNanoUsd, 500_000_000);

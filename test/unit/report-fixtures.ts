@@ -1,4 +1,4 @@
-import type { AttemptRow, LedgerGroup, ReportInput } from "../../scripts/report/types.js";
+import type { AttemptRow, LedgerGroup, ReportInput } from "../../report/types.js";
 
 /** Rows for the report unit tests. */
 

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import { buildReport } from "../../scripts/report/aggregate.js";
-import { csvField, formatCsv, formatJson, formatTable } from "../../scripts/report/format.js";
+import { buildReport } from "../../report/aggregate.js";
+import { csvField, formatCsv, formatJson, formatTable } from "../../report/format.js";
 import { sampleInput } from "./report-fixtures.js";
 
 /** A minimal RFC 4180 parser: enough to read back what formatCsv writes. */

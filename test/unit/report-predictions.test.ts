@@ -1,10 +1,6 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import {
-  buildPredictions,
-  type PredictionSource,
-  predictionsJsonl,
-} from "../../scripts/report/predictions.js";
+import { buildPredictions, type PredictionSource, predictionsJsonl } from "../../report/predictions.js";
 
 const src = (
   p: Partial<PredictionSource> & Pick<PredictionSource, "cellId" | "taskId">,

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import { meanPassAtK, median, passAtK, wilson } from "../../scripts/report/stats.js";
+import { meanPassAtK, median, passAtK, wilson } from "../../report/stats.js";
 
 /** C(n, k) exactly, for the brute-force comparison. */
 function comb(n: number, k: number): bigint {

@@ -3,7 +3,7 @@ import { describe, it } from "node:test";
 import { decodeJson } from "../../protocol/decode.js";
 import { ValidationError } from "../../protocol/errors.js";
 import { type LedgerCall, LedgerCallSchema, MessageTypes } from "../../protocol/messages.js";
-import { encodeLedgerRow } from "../../shim/proxy/sink.js";
+import { encodeLedgerRow } from "../../shim/sink.js";
 
 const row: LedgerCall = {
   type: MessageTypes.ledgerCall,

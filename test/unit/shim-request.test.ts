@@ -1,7 +1,8 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import fc from "fast-check";
-import { clamp, parseCall, routeOf, upstreamBody } from "../../shim/proxy/request.js";
+import { routeOf } from "../../providers/routes.js";
+import { clamp, parseCall, upstreamBody } from "../../shim/request.js";
 
 const chat = routeOf("/v1/chat/completions")!;
 const body = (b: Buffer) => JSON.parse(b.toString("utf8")) as Record<string, unknown>;

@@ -10,7 +10,7 @@ const enc = (s: string) => new TextEncoder().encode(s);
 const good = {
   name: "r",
   harnesses: [{ name: "h", adapter: "command" }],
-  models: [{ name: "m" }],
+  models: [{ name: "m", prices: { input_per_mtok: 1, output_per_mtok: 2 } }],
   tasks: ["t"],
 };
 
@@ -19,7 +19,9 @@ describe("run submissions", () => {
     assert.equal(parseSubmission(enc(JSON.stringify(good))).name, "r");
     assert.equal(
       parseSubmission(
-        enc("name: r\nharnesses: [{name: h, adapter: command}]\nmodels: [{name: m}]\ntasks: [t]\n"),
+        enc(
+          "name: r\nharnesses: [{name: h, adapter: command}]\nmodels: [{name: m, prices: {input_per_mtok: 1, output_per_mtok: 2}}]\ntasks: [t]\n",
+        ),
       ).repeats,
       1,
     );
@@ -116,7 +118,6 @@ const full = {
     {
       name: "cmd",
       adapter: "command",
-      version: "1",
       settings: { command: "true", env: { A: "1" }, args: ["x"] },
     },
   ],
@@ -230,7 +231,8 @@ describe("run submissions: hostile input (property-based)", () => {
       fc.property(
         fc.array(fc.tuple(field, fc.oneof(fragment, hostileString())), { maxLength: 6 }),
         (pairs) => {
-          const base = "name: r\nharnesses: [{name: h, adapter: command}]\nmodels: [{name: m}]\ntasks: [t]\n";
+          const base =
+            "name: r\nharnesses: [{name: h, adapter: command}]\nmodels: [{name: m, prices: {input_per_mtok: 1, output_per_mtok: 2}}]\ntasks: [t]\n";
           const text = base + pairs.map(([k, v]) => `${k}: ${v}`).join("\n");
           checkOutcome(enc(text));
         },
@@ -254,10 +256,10 @@ describe("run submissions: hostile input (property-based)", () => {
         `name: r\nharnesses: [{name: h, adapter: command, settings: {x: ${"[".repeat(5000)}${"]".repeat(5000)}}}]\n`,
       ),
       enc(
-        "name: r\nharnesses: [{name: h, adapter: command, settings: &s {x: *s}}]\nmodels: [{name: m}]\ntasks: [t]\n",
+        "name: r\nharnesses: [{name: h, adapter: command, settings: &s {x: *s}}]\nmodels: [{name: m, prices: {input_per_mtok: 1, output_per_mtok: 2}}]\ntasks: [t]\n",
       ),
       enc(
-        "name: r\nharnesses: &h [{name: h, adapter: command, settings: {x: *h}}]\nmodels: [{name: m}]\ntasks: [t]\n",
+        "name: r\nharnesses: &h [{name: h, adapter: command, settings: {x: *h}}]\nmodels: [{name: m, prices: {input_per_mtok: 1, output_per_mtok: 2}}]\ntasks: [t]\n",
       ),
     ]) {
       checkOutcome(data);

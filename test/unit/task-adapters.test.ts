@@ -3,16 +3,12 @@ import { mkdtemp, readFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, test } from "node:test";
-import {
-  type AdapterContext,
-  adapterFor,
-  claudeReport,
-  referenceFixScenario,
-  reportedCost,
-} from "../../shim/adapters/index.js";
-import { attemptStatus, readTaskRef, usdToNanoUsd } from "../../shim/task/index.js";
-import type { HarnessExit } from "../../shim/task/supervise.js";
-import { countToolCalls } from "../../shim/task/trajectory.js";
+import { loadSettings, SettingsError } from "../../config/index.js";
+import { type AdapterContext, adapterFor, claudeReport, reportedCost } from "../../harnesses/index.js";
+import { referenceFixScenario } from "../../scripted-provider/fixes.js";
+import { attemptStatus } from "../../task/index.js";
+import type { HarnessExit } from "../../task/supervise.js";
+import { countToolCalls } from "../../task/trajectory.js";
 
 async function ctx(extra: Partial<AdapterContext> = {}): Promise<AdapterContext> {
   const home = await mkdtemp(join(tmpdir(), "ef-adapter-"));
@@ -70,28 +66,34 @@ describe("attempt status", () => {
     assert.equal(attemptStatus(null, null, null, 0), "HARNESS_ERROR");
   });
 
-  test("USD config numbers become exact nano-USD", () => {
-    assert.equal(usdToNanoUsd(0.1), 100_000_000n);
-    assert.equal(usdToNanoUsd(1.5), 1_500_000_000n);
-    assert.equal(usdToNanoUsd(0.000000001), 1n);
-    assert.equal(usdToNanoUsd(25), 25_000_000_000n);
-  });
-
   test("the job reference comes from flags or the JobRefEnv variables", () => {
-    assert.deepEqual(readTaskRef({}, { EVALFLEET_RUN: "r", EVALFLEET_CELL: "c", EVALFLEET_ATTEMPT: "2" }), {
+    const ref = (flags: object, env: Record<string, string>) => loadSettings("task", { flags, env }).job;
+    assert.deepEqual(ref({}, { EVALFLEET_RUN: "r", EVALFLEET_CELL: "c", EVALFLEET_ATTEMPT: "2" }), {
       run: "r",
       cell: "c",
       attempt: 2,
+      pool: "default",
     });
-    assert.deepEqual(readTaskRef({ run: "x", cell: "y", attempt: "0" }, {}), {
+    assert.deepEqual(ref({ run: "x", cell: "y", attempt: "0" }, { EVALFLEET_RUN: "r" }), {
       run: "x",
       cell: "y",
       attempt: 0,
+      pool: "default",
     });
-    assert.throws(() => readTaskRef({}, { EVALFLEET_RUN: "r" }), /EVALFLEET_CELL.*EVALFLEET_ATTEMPT/);
     assert.throws(
-      () => readTaskRef({ run: "r", cell: "c", attempt: "-1" }, {}),
-      /not a non-negative integer/,
+      () => ref({}, { EVALFLEET_RUN: "r" }),
+      (err: unknown) =>
+        err instanceof SettingsError &&
+        err.issues.map((i) => i.path).join(" ") === "EVALFLEET_CELL EVALFLEET_ATTEMPT" &&
+        /--cell/.test(err.issues[0]!.reason),
+    );
+    assert.throws(
+      () => ref({ run: "r", cell: "c", attempt: "-1" }, {}),
+      (err: unknown) =>
+        err instanceof SettingsError &&
+        /--attempt: must be a non-negative whole number/.test(
+          `${err.issues[0]?.path}: ${err.issues[0]?.reason}`,
+        ),
     );
   });
 });

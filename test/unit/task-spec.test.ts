@@ -7,9 +7,9 @@ import fc from "fast-check";
 import { stringify } from "yaml";
 import { loadTaskLibrary } from "../../actors/planner/library.js";
 import { planRun, Rejection } from "../../actors/planner/plan.js";
+import { importSwebench } from "../../cli/commands/tasks.js";
 import { RunConfigSchema, TaskSpecSchema } from "../../protocol/config.js";
 import { ValidationError } from "../../protocol/errors.js";
-import { importSwebench } from "../../scripts/commands/tasks.js";
 import { hostileValue, mutated, nest } from "../helpers/hostile.js";
 
 /** A SWE-bench dataset record, with the fields evalfleet adds. */
@@ -205,12 +205,12 @@ describe("task specs: hostile input (property-based)", () => {
     const config = RunConfigSchema.parse({
       name: "r",
       harnesses: [{ name: "h", adapter: "command" }],
-      models: [{ name: "m" }],
+      models: [{ name: "m", prices: { input_per_mtok: 1, output_per_mtok: 2 } }],
       tasks: ["*"],
       task_library_path: d,
     });
     await assert.rejects(
-      planRun(config, dir),
+      planRun(config, [dir]),
       (e: unknown) =>
         e instanceof Rejection &&
         e.runName === "r" &&

@@ -1,6 +1,5 @@
 import { DescribeTasksCommand, ListTasksCommand } from "@aws-sdk/client-ecs";
-import { type Logger, silentLogger } from "../../../protocol/log.js";
-import { AsgCapacity, type AutoScalingApi } from "../../grader-supervisor/scaler.js";
+import { type Logger, silentLogger } from "../../../lib/log.js";
 import { type Clock, systemClock } from "./clock.js";
 import { type EcsApi, type EcsBuckets, ecsBuckets, stopTasks } from "./ecs.js";
 import { refFromTags, startedByFor } from "./ecs-ids.js";
@@ -11,15 +10,27 @@ export interface TeardownOptions {
   cluster: string;
   /** Only this run's tasks; all evalfleet harness tasks when omitted. */
   run?: string;
-  autoScaling?: AutoScalingApi;
-  /** Eval-tier Auto Scaling groups to scale to zero. */
-  asgNames?: string[];
-  /** Revokes a run's gateway / NATS credentials; wired by the caller. */
-  revokeRunKeys?: (run: string) => Promise<void>;
+  /** Eval-tier capacity to scale to zero (the grader-supervisor's AsgCapacity per Auto Scaling group). */
+  evalGroups?: readonly EvalCapacity[];
+  /**
+   * Cancels the run in NATS (the dispatchers' control), so no live dispatcher launches again what teardown stops;
+   * wired by the caller. Called first, for every run teardown concerns.
+   */
+  cancelRun?: (run: string) => Promise<string>;
+  /** Revokes a run's keys everywhere they live (PostgreSQL, the KV copy tasks read); says what it revoked. */
+  revokeRunKeys?: (run: string) => Promise<string>;
   dryRun?: boolean;
   clock?: Clock;
   buckets?: EcsBuckets;
   log?: Logger;
+}
+
+/** One eval-tier group's capacity, as far as teardown needs it. */
+export interface EvalCapacity {
+  readonly groupName: string;
+  current(): Promise<{ desired: number }>;
+  /** returns the capacity set */
+  setDesired(desired: number): Promise<number>;
 }
 
 export interface TeardownReport {
@@ -29,7 +40,9 @@ export interface TeardownReport {
   stopped: string[];
   failed: Array<{ handle: string; error: string }>;
   runs: string[];
-  keysRevoked: string[];
+  cancelled: Array<{ run: string; how: string }>;
+  notCancelled: Array<{ run: string; reason: string }>;
+  keysRevoked: Array<{ run: string; what: string }>;
   keysNotRevoked: Array<{ run: string; reason: string }>;
   scaled: Array<{ asg: string; from: number; to: number }>;
   dryRun: boolean;
@@ -75,27 +88,37 @@ export async function listHarnessTasks(
   return found;
 }
 
-/** Stop every harness task of a run (or all), revoke the run's keys, and scale the eval tier to zero. */
+/**
+ * Cancel the run in NATS first (so no dispatcher launches again), stop every harness task of the run (or of all
+ * runs), revoke the run's keys everywhere, and scale the eval tier to zero. Every step is reported, done or not.
+ */
 export async function teardown(opts: TeardownOptions): Promise<TeardownReport> {
   const clock = opts.clock ?? systemClock;
   const buckets = opts.buckets ?? ecsBuckets(clock);
   const log = opts.log ?? silentLogger();
   const dryRun = opts.dryRun ?? false;
-  const tasks = await listHarnessTasks(opts.ecs, opts.cluster, opts.run, buckets);
-  const runs = opts.run !== undefined ? [opts.run] : [...new Set(tasks.map((t) => t.run))].sort();
-
   const report: TeardownReport = {
     cluster: opts.cluster,
     run: opts.run ?? null,
-    found: tasks.length,
+    found: 0,
     stopped: [],
     failed: [],
-    runs,
+    runs: [],
+    cancelled: [],
+    notCancelled: [],
     keysRevoked: [],
     keysNotRevoked: [],
     scaled: [],
     dryRun,
   };
+
+  // One run named: cancel it before looking at its tasks, so none is launched between the list and the stop.
+  if (opts.run !== undefined && !dryRun) await cancel(opts, opts.run, report);
+  const tasks = await listHarnessTasks(opts.ecs, opts.cluster, opts.run, buckets);
+  const runs = opts.run !== undefined ? [opts.run] : [...new Set(tasks.map((t) => t.run))].sort();
+  report.found = tasks.length;
+  report.runs = runs;
+  if (opts.run === undefined && !dryRun) for (const run of runs) await cancel(opts, run, report);
 
   if (!dryRun && tasks.length > 0) {
     const reason =
@@ -119,20 +142,28 @@ export async function teardown(opts: TeardownOptions): Promise<TeardownReport> {
     }
     if (dryRun) continue;
     try {
-      await opts.revokeRunKeys(run);
-      report.keysRevoked.push(run);
+      report.keysRevoked.push({ run, what: await opts.revokeRunKeys(run) });
     } catch (err) {
       report.keysNotRevoked.push({ run, reason: err instanceof Error ? err.message : String(err) });
     }
   }
 
-  if (opts.autoScaling) {
-    for (const name of opts.asgNames ?? []) {
-      const cap = new AsgCapacity(opts.autoScaling, name);
-      const { desired } = await cap.current();
-      const to = dryRun ? 0 : await cap.setDesired(0);
-      report.scaled.push({ asg: name, from: desired, to });
-    }
+  for (const cap of opts.evalGroups ?? []) {
+    const { desired } = await cap.current();
+    const to = dryRun ? 0 : await cap.setDesired(0);
+    report.scaled.push({ asg: cap.groupName, from: desired, to });
   }
   return report;
+}
+
+async function cancel(opts: TeardownOptions, run: string, report: TeardownReport): Promise<void> {
+  if (!opts.cancelRun) {
+    report.notCancelled.push({ run, reason: "no NATS connection: a live dispatcher may launch again" });
+    return;
+  }
+  try {
+    report.cancelled.push({ run, how: await opts.cancelRun(run) });
+  } catch (err) {
+    report.notCancelled.push({ run, reason: err instanceof Error ? err.message : String(err) });
+  }
 }

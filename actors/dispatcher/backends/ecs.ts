@@ -9,8 +9,11 @@ import {
   StopTaskCommand,
   type StopTaskCommandOutput,
 } from "@aws-sdk/client-ecs";
+import { NATS_USER_ENV } from "../../../config/index.js";
+import { type Logger, silentLogger } from "../../../lib/log.js";
+import { type RetryOptions, retry } from "../../../lib/retry.js";
 import { ErrorCode, EvalfleetError } from "../../../protocol/errors.js";
-import { type Logger, silentLogger } from "../../../protocol/log.js";
+import { JobRefEnv } from "../../../protocol/task.js";
 import { type Clock, systemClock } from "./clock.js";
 import {
   classifyRunError,
@@ -22,7 +25,7 @@ import {
 import { clientTokenFor, refFromTags, refKey, startedByFor, tagsFor } from "./ecs-ids.js";
 import { Limiter } from "./limiter.js";
 import { DEFAULT_ECS_QUOTAS, type EcsQuotas, TokenBucket } from "./token-bucket.js";
-import { type JobRef, JobRefEnv, type LaunchBackend, type StopClass, type TaskState } from "./types.js";
+import type { JobRef, LaunchBackend, LaunchRef, StopClass, TaskNatsCredential, TaskState } from "./types.js";
 
 /** The ECS calls this module makes. `ECSClient` satisfies it; tests pass a fake. */
 export interface EcsApi {
@@ -80,6 +83,7 @@ const DESCRIBE_BATCH = 100;
  */
 export class EcsBackend implements LaunchBackend {
   readonly name = "ecs";
+  readonly tasksConnect = true;
   readonly buckets: EcsBuckets;
   private readonly clock: Clock;
   private readonly limiter: Limiter;
@@ -100,12 +104,12 @@ export class EcsBackend implements LaunchBackend {
   }
 
   async launch(
-    refs: JobRef[],
+    refs: LaunchRef[],
     signal?: AbortSignal,
   ): Promise<Array<{ ref: JobRef; handle?: string; error?: StopClass }>> {
     if (this.closed) throw new Error("ecs backend is closed");
     const results: Array<Promise<{ ref: JobRef; handle?: string; error?: StopClass }>> = [];
-    for (const ref of refs) {
+    for (const { natsCredential, ...ref } of refs) {
       if (signal?.aborted) {
         results.push(Promise.resolve({ ref, error: aborted() }));
         continue;
@@ -120,7 +124,7 @@ export class EcsBackend implements LaunchBackend {
         results.push(Promise.resolve({ ref, error: aborted() }));
         continue;
       }
-      results.push(this.runOne(ref, signal).finally(() => this.limiter.release()));
+      results.push(this.runOne(ref, signal, natsCredential).finally(() => this.limiter.release()));
     }
     return Promise.all(results);
   }
@@ -142,42 +146,41 @@ export class EcsBackend implements LaunchBackend {
   private async runOne(
     ref: JobRef,
     signal?: AbortSignal,
+    nats?: TaskNatsCredential,
   ): Promise<{ ref: JobRef; handle?: string; error?: StopClass }> {
-    const input = this.runTaskInput(ref, clientTokenFor(ref, this.generation(ref)));
-    for (let attempt = 0; ; attempt++) {
-      try {
-        if (attempt > 0) {
-          await this.clock.sleep(Math.min(10_000, 250 * 2 ** attempt), signal);
-          await this.buckets.api.take(1, signal);
-        }
-        const out = await this.opts.ecs.send(new RunTaskCommand(input));
-        const arn = out.tasks?.[0]?.taskArn;
-        if (arn) {
-          this.refs.set(arn, ref);
-          return { ref, handle: arn };
-        }
-        const failure = out.failures?.[0];
-        const error = failure
-          ? classifyRunFailure(failure)
-          : ({ kind: "retryable", reason: "RunTask returned no task", neverStarted: true } as const);
-        this.log.warn({ ref, error }, "RunTask started no task");
-        this.settle(ref);
-        return { ref, error };
-      } catch (err) {
-        if (signal?.aborted) {
-          this.settle(ref);
-          return { ref, error: aborted() };
-        }
-        if (isRetryableApiError(err) && attempt < this.maxApiRetries) continue;
-        const error = classifyRunError(err);
-        this.log.warn({ ref, error }, "RunTask failed");
-        this.settle(ref);
-        return { ref, error };
+    const input = this.runTaskInput(ref, clientTokenFor(ref, this.generation(ref)), nats);
+    try {
+      const out = await retry(async (attempt) => {
+        if (attempt > 0) await this.buckets.api.take(1, signal);
+        return await this.opts.ecs.send(new RunTaskCommand(input));
+      }, this.apiRetry(signal));
+      const arn = out.tasks?.[0]?.taskArn;
+      if (arn) {
+        this.refs.set(arn, ref);
+        return { ref, handle: arn };
       }
+      const failure = out.failures?.[0];
+      const error = failure
+        ? classifyRunFailure(failure)
+        : ({ kind: "retryable", reason: "RunTask returned no task", neverStarted: true } as const);
+      this.log.warn({ ref, error }, "RunTask started no task");
+      this.settle(ref);
+      return { ref, error };
+    } catch (err) {
+      this.settle(ref);
+      if (signal?.aborted) return { ref, error: aborted() };
+      const error = classifyRunError(err);
+      this.log.warn({ ref, error }, "RunTask failed");
+      return { ref, error };
     }
   }
 
-  private runTaskInput(ref: JobRef, clientToken: string): RunTaskCommandInput {
+  /** Throttling and 5xx from the ECS API are tried again (same clientToken), on the backend's clock. */
+  private apiRetry(signal?: AbortSignal): RetryOptions<unknown> {
+    return apiRetryOptions({ clock: this.clock, maxApiRetries: this.maxApiRetries }, signal);
+  }
+
+  private runTaskInput(ref: JobRef, clientToken: string, nats?: TaskNatsCredential): RunTaskCommandInput {
     const o = this.opts;
     return {
       cluster: o.cluster,
@@ -199,12 +202,19 @@ export class EcsBackend implements LaunchBackend {
         containerOverrides: [
           {
             name: o.containerName,
-            // Only the reference: the task fetches its job spec and credentials itself.
+            // The reference, and the attempt's own NATS user (expiring with it) in this container's override only:
+            // the task container. The harness container of the same task never gets it (docs/security.md §5).
             environment: [
               { name: JobRefEnv.run, value: ref.runName },
               { name: JobRefEnv.cell, value: ref.cellId },
               { name: JobRefEnv.attempt, value: String(ref.attempt) },
               { name: JobRefEnv.pool, value: ref.pool },
+              ...(nats
+                ? [
+                    { name: NATS_USER_ENV.jwt, value: nats.jwt },
+                    { name: NATS_USER_ENV.seed, value: nats.seed },
+                  ]
+                : []),
             ],
           },
         ],
@@ -255,17 +265,12 @@ export class EcsBackend implements LaunchBackend {
   }
 
   private async describe(tasks: string[]): Promise<DescribeTasksCommandOutput> {
-    for (let attempt = 0; ; attempt++) {
+    return await retry(async () => {
       await this.buckets.describe.take(1);
-      try {
-        return await this.opts.ecs.send(
-          new DescribeTasksCommand({ cluster: this.opts.cluster, tasks, include: ["TAGS"] }),
-        );
-      } catch (err) {
-        if (!isRetryableApiError(err) || attempt >= this.maxApiRetries) throw err;
-        await this.clock.sleep(Math.min(10_000, 250 * 2 ** (attempt + 1)));
-      }
-    }
+      return await this.opts.ecs.send(
+        new DescribeTasksCommand({ cluster: this.opts.cluster, tasks, include: ["TAGS"] }),
+      );
+    }, this.apiRetry());
   }
 
   async stop(handles: string[], reason: string): Promise<void> {
@@ -297,6 +302,21 @@ function aborted(): StopClass {
   return { kind: "retryable", reason: "launch aborted", neverStarted: true };
 }
 
+/** An ECS API call's retries: throttling and 5xx only, 0.5 s doubling to 10 s, jittered, on the given clock. */
+export function apiRetryOptions(
+  ctx: { clock: Clock; maxApiRetries: number },
+  signal?: AbortSignal,
+): RetryOptions<unknown> {
+  return {
+    tries: ctx.maxApiRetries + 1,
+    baseMs: 500,
+    maxMs: 10_000,
+    retryError: isRetryableApiError,
+    sleep: (ms, s) => ctx.clock.sleep(ms, s),
+    ...(signal ? { signal } : {}),
+  };
+}
+
 /** Stop tasks through the shared API bucket. A task that is already gone counts as stopped. */
 export async function stopTasks(
   ecs: EcsApi,
@@ -313,27 +333,21 @@ export async function stopTasks(
     await ctx.api.take(1);
     pending.push(
       (async () => {
-        for (let attempt = 0; ; attempt++) {
-          try {
-            if (attempt > 0) {
-              await ctx.clock.sleep(Math.min(10_000, 250 * 2 ** attempt));
-              await ctx.api.take(1);
-            }
+        try {
+          await retry(async (attempt) => {
+            if (attempt > 0) await ctx.api.take(1);
             await ecs.send(new StopTaskCommand({ cluster, task: handle, reason: reason.slice(0, 255) }));
+          }, apiRetryOptions(ctx));
+          stopped.push(handle);
+        } catch (err) {
+          const name = err instanceof Error ? err.name : "";
+          const msg = err instanceof Error ? err.message : String(err);
+          if (name === "InvalidParameterException" && /not found|STOPPED/i.test(msg)) {
             stopped.push(handle);
             return;
-          } catch (err) {
-            if (isRetryableApiError(err) && attempt < ctx.maxApiRetries) continue;
-            const name = err instanceof Error ? err.name : "";
-            const msg = err instanceof Error ? err.message : String(err);
-            if (name === "InvalidParameterException" && /not found|STOPPED/i.test(msg)) {
-              stopped.push(handle);
-              return;
-            }
-            ctx.log.warn({ handle, err: msg }, "StopTask failed");
-            failed.push({ handle, error: `${name}: ${msg}` });
-            return;
           }
+          ctx.log.warn({ handle, err: msg }, "StopTask failed");
+          failed.push({ handle, error: `${name}: ${msg}` });
         }
       })().finally(() => ctx.limiter.release()),
     );

@@ -3,30 +3,40 @@ import { readFileSync } from "node:fs";
 import { readdir, readFile } from "node:fs/promises";
 import { hostname } from "node:os";
 import { fileURLToPath } from "node:url";
-import { type Logger, silentLogger } from "../../../protocol/log.js";
+import { CREDS_ON_STDIN, NATS_USER_ENV } from "../../../config/index.js";
+import { type Logger, silentLogger } from "../../../lib/log.js";
+import { cliCommand } from "../../../lib/self.js";
 import { MAX_STREAM_BYTES } from "../../../protocol/redact.js";
+import { HARNESS_GROUP_LINE, harnessGroupsIn, JobRefEnv } from "../../../protocol/task.js";
+import { ATTEMPT_LABEL, attemptLabel } from "../../../task/sandbox.js";
 import {
-  HARNESS_GROUP_LINE,
-  harnessGroupsIn,
-  type JobRef,
-  JobRefEnv,
-  type LaunchBackend,
-  type StopClass,
-  type TaskState,
-} from "./types.js";
+  resolveSandbox,
+  SANDBOX_ENV,
+  type SandboxDecision,
+  sandboxLine,
+} from "../../../task/sandbox-select.js";
+import { observeTracked } from "./tracked.js";
+import type { JobRef, LaunchBackend, LaunchRef, StopClass, TaskState } from "./types.js";
 
 export interface LocalBackendOptions {
-  /** the command that runs one task (default: `node bin/evalfleet.js task` in the repository) */
+  /** the command that runs one task (default: this evalfleet's own CLI, `task`, from source or compiled as this process runs) */
   command?: string[];
   cwd?: string;
-  natsUrl: string;
-  /** absent: the task uses its own default (embedded PGlite is per process, so pass one for shared rows) */
-  databaseUrl?: string;
-  /** extra environment for every task */
-  env?: Record<string, string>;
+  /**
+   * The environment every task gets besides its job reference: the task role's settings (config's `taskEnv`:
+   * NATS connection, gateway URL, folders), over `inheritedEnv`.
+   */
+  env: Record<string, string>;
+  /** the dispatcher's own environment as it was started (PATH, HOME, …), handed on under `env` */
+  inheritedEnv?: Readonly<Record<string, string | undefined>>;
   /** SIGTERM → SIGKILL after this long */
   stopGraceMs?: number;
   log?: Logger;
+  /**
+   * Where the tasks run their harnesses (EVALFLEET_SANDBOX): `auto` (default) decides once, at the first launch —
+   * a container per attempt when a Docker API answers, else unsandboxed processes (said in the log).
+   */
+  sandbox?: "auto" | "container" | "process";
 }
 
 interface LocalTask {
@@ -60,37 +70,75 @@ function append(buf: string, chunk: Buffer): string {
  */
 export class LocalBackend implements LaunchBackend {
   readonly name = "local";
+  readonly tasksConnect = true;
   private readonly tasks = new Map<string, LocalTask>();
   private seq = 0;
   private readonly log: Logger;
+  private decided: Promise<SandboxDecision> | undefined;
+  private sandbox: SandboxDecision | undefined;
 
   constructor(private readonly opts: LocalBackendOptions) {
     this.log = opts.log ?? silentLogger();
   }
 
-  async launch(refs: JobRef[]): Promise<Array<{ ref: JobRef; handle?: string; error?: StopClass }>> {
-    return refs.map((ref) => this.launchOne(ref));
+  /** The sandbox every task of this backend uses, decided once. */
+  decideSandbox(): Promise<SandboxDecision> {
+    this.decided ??= resolveSandbox(
+      { ...this.opts.inheritedEnv, [SANDBOX_ENV]: this.opts.sandbox ?? "auto" },
+      this.log,
+    ).then((d) => {
+      this.sandbox = d;
+      if (d.kind === "process") this.log.warn({ sandbox: d.kind }, sandboxLine(d));
+      else this.log.info({ sandbox: d.kind }, sandboxLine(d));
+      return d;
+    });
+    return this.decided;
   }
 
-  private launchOne(ref: JobRef): { ref: JobRef; handle?: string; error?: StopClass } {
-    const [cmd, ...args] = this.opts.command ?? [process.execPath, "bin/evalfleet.js", "task"];
+  async launch(refs: LaunchRef[]): Promise<Array<{ ref: JobRef; handle?: string; error?: StopClass }>> {
+    let sandbox: SandboxDecision;
+    try {
+      sandbox = await this.decideSandbox();
+    } catch (err) {
+      this.decided = undefined;
+      const reason = `cannot decide where harnesses run: ${(err as Error).message}`;
+      return refs.map(({ natsCredential: _, ...ref }) => ({
+        ref,
+        error: { kind: "retryable", reason, neverStarted: true },
+      }));
+    }
+    return refs.map((ref) => this.launchOne(ref, sandbox));
+  }
+
+  private launchOne(
+    launch: LaunchRef,
+    sandbox: SandboxDecision,
+  ): { ref: JobRef; handle?: string; error?: StopClass } {
+    // The credential goes to the task's stdin and nowhere else: not its environment (which its harness, running
+    // unsandboxed as the same user, could read from /proc), not a file, not a log line.
+    const { natsCredential, ...ref } = launch;
+    const [cmd, ...args] = this.opts.command ?? [...cliCommand(), "task"];
     const env: NodeJS.ProcessEnv = {
-      ...process.env,
+      ...taskEnvironment(this.opts.inheritedEnv ?? {}),
       ...this.opts.env,
+      ...(natsCredential ? { [TASK_CREDS_ENV]: TASK_CREDS_STDIN } : {}),
       [JobRefEnv.run]: ref.runName,
       [JobRefEnv.cell]: ref.cellId,
       [JobRefEnv.attempt]: String(ref.attempt),
       [JobRefEnv.pool]: ref.pool,
-      NATS_URL: this.opts.natsUrl,
+      [SANDBOX_ENV]: sandbox.kind,
     };
-    if (this.opts.databaseUrl) env.DATABASE_URL = this.opts.databaseUrl;
     let child: ChildProcess;
     try {
       child = spawn(cmd ?? process.execPath, args, {
         cwd: this.opts.cwd ?? REPO,
         env,
-        stdio: ["ignore", "pipe", "pipe"],
+        stdio: [natsCredential ? "pipe" : "ignore", "pipe", "pipe"],
       });
+      if (natsCredential && child.stdin) {
+        child.stdin.on("error", () => {}); // a task that died at once: its exit says why
+        child.stdin.end(natsCredential.creds);
+      }
     } catch (err) {
       return {
         ref,
@@ -136,6 +184,8 @@ export class LocalBackend implements LaunchBackend {
       if (sig !== null && !task.stopRequested)
         task.stop ??= { kind: "retryable", reason: `task process killed by ${sig}`, neverStarted: false };
       task.stop ??= { kind: "exited", exitCode: code ?? 128 + signalNumber(sig) };
+      // Whatever way the task ended, no harness container of its attempt outlives it.
+      void this.removeContainers(task.ref);
       // A task that ended by a signal could not stop its harness, which runs in a group of its own: stop it here,
       // once stderr is read to the end (the announcement may still be in the pipe).
       if (sig !== null) {
@@ -154,13 +204,7 @@ export class LocalBackend implements LaunchBackend {
   }
 
   async observe(handles: string[]): Promise<TaskState[]> {
-    const out: TaskState[] = [];
-    for (const h of handles) {
-      const t = this.tasks.get(h);
-      if (!t) continue;
-      out.push({ ref: t.ref, handle: h, phase: t.phase, ...(t.stop ? { stop: t.stop } : {}) });
-    }
-    return out;
+    return observeTracked(this.tasks, handles);
   }
 
   /** The task's captured output (for a result the dispatcher publishes on its behalf); forgets the task. */
@@ -207,6 +251,18 @@ export class LocalBackend implements LaunchBackend {
     }
   }
 
+  private async removeContainers(ref: JobRef): Promise<void> {
+    const rt = this.sandbox?.runtime;
+    if (!rt) return;
+    const label = attemptLabel({ run: ref.runName, cell: ref.cellId, attempt: ref.attempt });
+    try {
+      const gone = await rt.removeAll({ [ATTEMPT_LABEL]: label });
+      if (gone.length > 0) this.log.warn({ ref, containers: gone }, "removed harness containers a task left");
+    } catch (err) {
+      this.log.warn({ ref, err }, "could not remove the harness containers of a finished task");
+    }
+  }
+
   private killHarnesses(task: LocalTask): void {
     for (const g of task.harnessGroups) {
       try {
@@ -233,6 +289,42 @@ export class LocalBackend implements LaunchBackend {
       ),
     );
   }
+}
+
+/** The task reads its NATS credential from the file NATS_CREDS names: its stdin, where the backend writes it. */
+const TASK_CREDS_ENV = NATS_USER_ENV.creds;
+const TASK_CREDS_STDIN = CREDS_ON_STDIN;
+
+/** The dispatcher's own variables a task never gets: any NATS credential, the judge's key, the run key. */
+const NOT_FOR_TASKS = new Set([
+  "EVALFLEET_JUDGE_KEY",
+  "EVALFLEET_RUN_KEY",
+  "NATS_CREDS",
+  "NATS_NKEY",
+  "NATS_NKEY_SEED",
+  "NATS_JWT",
+  "NATS_USER",
+  "NATS_PASSWORD",
+  "NATS_TOKEN",
+  "NATS_ACCOUNT",
+  "NATS_SIGNING_KEY",
+  "NATS_TLS_CERT",
+  "NATS_TLS_KEY",
+]);
+
+/**
+ * What of the dispatcher's environment a task gets: where NATS is (never the dispatcher's NATS credential: the
+ * task gets its own attempt's user on stdin), the container runtime, its folders — never the database URL,
+ * provider keys, the judge's key, a run key or cloud credentials, which a task has no use for (and a harness
+ * running unsandboxed beside it could read from its /proc environ).
+ */
+export function taskEnvironment(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
+  const keep = (k: string) =>
+    !NOT_FOR_TASKS.has(k) &&
+    (["PATH", "HOME", "LANG", "LC_ALL", "TZ", "TMPDIR", "XDG_RUNTIME_DIR", "NODE_OPTIONS"].includes(k) ||
+      /^(NATS|DOCKER)_/.test(k) ||
+      k.startsWith("EVALFLEET_"));
+  return Object.fromEntries(Object.entries(env).filter(([k, v]) => v !== undefined && keep(k)));
 }
 
 function signalNumber(sig: NodeJS.Signals | null): number {

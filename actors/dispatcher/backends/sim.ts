@@ -1,16 +1,26 @@
-import { createHash } from "node:crypto";
+import { createHash, randomBytes } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
 import type { JetStreamClient } from "@nats-io/jetstream";
 import type { KV } from "@nats-io/kv";
 import type { ObjectStore } from "@nats-io/obj";
 import type { NatsConnection } from "@nats-io/transport-node";
 import { Client } from "undici";
+import { type Logger, silentLogger } from "../../../lib/log.js";
+import { RunConfigSchema } from "../../../protocol/config.js";
 import { ErrorCode, EvalfleetError } from "../../../protocol/errors.js";
-import { type Logger, silentLogger } from "../../../protocol/log.js";
-import { type AttemptStatus, type CellWork, CellWorkSchema, type Usage } from "../../../protocol/messages.js";
+import {
+  type AttemptStatus,
+  type CellWork,
+  CellWorkSchema,
+  emptyUsage,
+  type Usage,
+} from "../../../protocol/messages.js";
 import { BlobNames, StateKeys } from "../../../protocol/subjects.js";
-import { fetchRunKey } from "../../../shim/task/job.js";
-import { makeAttemptResult, publishAttemptResult, ZERO_USAGE } from "../results.js";
+import type { PriceTable } from "../../../providers/pricing.js";
+import { runPriceTable } from "../../../providers/run-prices.js";
+import { fetchAttemptKey } from "../../../task/job.js";
+import { makeAttemptResult, publishAttemptResult } from "../results.js";
+import { observeTracked } from "./tracked.js";
 import type { JobRef, LaunchBackend, StopClass, TaskState } from "./types.js";
 
 /** What the sim needs from the plane: publish results, read jobs by reference, store patches. */
@@ -41,6 +51,10 @@ export interface SimBackendOptions {
   usagePerCall?: { input: number; output: number };
   /** with calls = 0: the usage every attempt reports */
   syntheticUsage?: Usage;
+  /** every attempt, its calls and think time done, waits for this before it ends (a test holding all at once) */
+  hold?: Promise<void>;
+  /** called as each attempt starts running, with how many are running now */
+  onRunning?: (running: number) => void;
 }
 
 interface SimTask {
@@ -53,8 +67,15 @@ interface SimTask {
   silent?: boolean;
 }
 
-type ShimModule = typeof import("../../../shim/proxy/index.js");
-type ProviderModule = typeof import("../../../scripts/scripted-provider/index.js");
+type ShimModule = typeof import("../../../shim/index.js");
+type ProviderModule = typeof import("../../../scripted-provider/index.js");
+type SheetPrices = Parameters<Awaited<ReturnType<ProviderModule["startScriptedProvider"]>>["addPrices"]>[0];
+interface RunPrices {
+  prices: PriceTable;
+  aliases: Record<string, string>;
+  /** the run's config prices in the scripted provider's sheet form, for models its published sheet lacks */
+  sheet: SheetPrices;
+}
 
 /**
  * Attempts completed in-process by a simulated harness that still makes real metered calls (a real shim per
@@ -65,8 +86,15 @@ type ProviderModule = typeof import("../../../scripts/scripted-provider/index.js
 export class SimBackend implements LaunchBackend {
   readonly name = "sim";
   private readonly tasks = new Map<string, SimTask>();
+  /** attempts between the start and the end of their harness time */
+  private harnessesRunning = 0;
   private seq = 0;
-  private provider: Promise<{ url: string; key: string; close(): Promise<void> }> | undefined;
+  /** handles are unique per backend: two in one process (a restarted dispatcher) never name each other's tasks */
+  private readonly instance = randomBytes(3).toString("hex");
+  private provider:
+    | Promise<{ url: string; key: string; close(): Promise<void>; addPrices(p: SheetPrices): void }>
+    | undefined;
+  private readonly runPrices = new Map<string, Promise<RunPrices | null>>();
   private shimMod: Promise<ShimModule | null> | undefined;
   private readonly log: Logger;
   private readonly running = new Set<Promise<void>>();
@@ -77,7 +105,7 @@ export class SimBackend implements LaunchBackend {
 
   async launch(refs: JobRef[]): Promise<Array<{ ref: JobRef; handle?: string; error?: StopClass }>> {
     return refs.map((ref) => {
-      const handle = `sim-${process.pid}-${++this.seq}`;
+      const handle = `sim-${process.pid}-${this.instance}-${++this.seq}`;
       const task: SimTask = { ref, phase: "running", abort: new AbortController() };
       this.tasks.set(handle, task);
       const p = this.runAttempt(task)
@@ -96,14 +124,7 @@ export class SimBackend implements LaunchBackend {
   }
 
   async observe(handles: string[]): Promise<TaskState[]> {
-    const out: TaskState[] = [];
-    for (const h of handles) {
-      const t = this.tasks.get(h);
-      if (!t) continue;
-      out.push({ ref: t.ref, handle: h, phase: t.phase, ...(t.stop ? { stop: t.stop } : {}) });
-      if (t.phase === "stopped") this.tasks.delete(h);
-    }
-    return out;
+    return observeTracked(this.tasks, handles, true);
   }
 
   async stop(handles: string[], reason: string): Promise<void> {
@@ -121,6 +142,8 @@ export class SimBackend implements LaunchBackend {
       t.silent = true;
       t.abort.abort();
     }
+    // Nobody is left to see how they ended: a crashed host reports nothing.
+    this.tasks.clear();
     await Promise.allSettled([...this.running]);
     const p = await this.provider?.catch(() => undefined);
     await p?.close();
@@ -148,14 +171,19 @@ export class SimBackend implements LaunchBackend {
       typeof this.opts.thinkMs === "function" ? this.opts.thinkMs(ref) : (this.opts.thinkMs ?? 50);
     const calls = this.opts.calls ?? 1;
     let status = this.pick(ref);
-    let usage: Usage = this.opts.syntheticUsage ?? ZERO_USAGE;
+    let usage: Usage = this.opts.syntheticUsage ?? emptyUsage();
     let errorMessage: string | null = null;
     let failure: string | null = null;
+    this.harnessesRunning++;
+    this.opts.onRunning?.(this.harnessesRunning);
     try {
       if (calls > 0) ({ usage, failure } = await this.meteredCalls(ref, calls, think, signal));
       else await sleep(think, undefined, { signal });
+      if (this.opts.hold) await Promise.race([this.opts.hold, aborted(signal)]);
     } catch (err) {
       if (!signal.aborted) throw err;
+    } finally {
+      this.harnessesRunning--;
     }
     if (task.silent) return;
     if (signal.aborted) {
@@ -182,6 +210,7 @@ export class SimBackend implements LaunchBackend {
       this.opts.plane.js,
       makeAttemptResult(ref, status, {
         exitCode,
+        sandbox: "simulated",
         usage,
         patchRef,
         patchHash,
@@ -189,6 +218,7 @@ export class SimBackend implements LaunchBackend {
         startedAt,
         stdout: `sim harness: ${calls} call(s), ${status}\n`,
       }),
+      { signal: task.abort.signal, log: this.log },
     );
     task.stop = { kind: "exited", exitCode: exitCode ?? 124 };
   }
@@ -208,16 +238,21 @@ export class SimBackend implements LaunchBackend {
     const upstream = await this.upstream();
     if (!shimMod || !upstream) {
       await sleep(thinkMs, undefined, { signal });
-      return { usage: this.opts.syntheticUsage ?? ZERO_USAGE, failure: null };
+      return { usage: this.opts.syntheticUsage ?? emptyUsage(), failure: null };
     }
-    // Like a harness task: an explicit key wins, else the run's gateway key the planner left in the jobs bucket.
-    const key = upstream.key ?? (await fetchRunKey(this.opts.plane.kv.jobs, ref.runName));
+    // Like a harness task: an explicit key wins, else the attempt's own key the dispatcher minted at launch.
+    const key =
+      upstream.key ?? (await fetchAttemptKey(this.opts.plane.kv.jobs, ref.runName, ref.cellId, ref.attempt));
     if (!key)
       throw new EvalfleetError(
         ErrorCode.InvalidConfig,
-        `no run key: the jobs bucket has none for run ${ref.runName}`,
+        `no gateway key: the jobs bucket has none for attempt ${ref.attempt} of ${ref.cellId} in run ${ref.runName}`,
       );
+    // Priced as a task prices them: the run's config prices over the pinned data.
+    const priced = await this.pricesOf(ref.runName);
+    if (priced) upstream.addPrices?.(priced.sheet);
     const shim = await shimMod.startShim({
+      ...(priced ? { prices: priced.prices, aliases: priced.aliases } : {}),
       upstream: upstream.url,
       run: ref.runName,
       cell: ref.cellId,
@@ -277,6 +312,38 @@ export class SimBackend implements LaunchBackend {
     return { usage, failure };
   }
 
+  private pricesOf(run: string): Promise<RunPrices | null> {
+    let p = this.runPrices.get(run);
+    if (!p) {
+      p = (async () => {
+        const e = await this.opts.plane.kv.jobs.get(StateKeys.jobRun(run));
+        if (!e || e.length === 0) return null;
+        const r = RunConfigSchema.safeParse(e.json());
+        if (!r.success) return null;
+        const sheet: SheetPrices = {};
+        for (const m of r.data.models) {
+          const c = m.prices;
+          if (!c) continue;
+          sheet[m.alias ?? m.name] = {
+            input: String(c.input_per_mtok),
+            output: String(c.output_per_mtok),
+            ...(c.cache_read_per_mtok !== undefined ? { cache_read: String(c.cache_read_per_mtok) } : {}),
+            ...(c.cache_write_per_mtok !== undefined
+              ? { cache_write_5m: String(c.cache_write_per_mtok) }
+              : {}),
+            ...(c.cache_write_1h_per_mtok !== undefined
+              ? { cache_write_1h: String(c.cache_write_1h_per_mtok) }
+              : {}),
+          };
+        }
+        return { ...runPriceTable(r.data.models), sheet };
+      })().catch(() => null);
+      if (this.runPrices.size > 256) this.runPrices.clear();
+      this.runPrices.set(run, p);
+    }
+    return p;
+  }
+
   private async job(ref: JobRef): Promise<CellWork | null> {
     const e = await this.opts.plane.kv.jobs.get(StateKeys.job(ref.runName, ref.cellId));
     if (!e || e.length === 0) return null;
@@ -286,24 +353,41 @@ export class SimBackend implements LaunchBackend {
 
   /** The shim, when its module is importable (a colleague's work in progress must not break load tests). */
   private shimModule(): Promise<ShimModule | null> {
-    this.shimMod ??= import("../../../shim/proxy/index.js").catch((err: unknown) => {
+    this.shimMod ??= import("../../../shim/index.js").catch((err: unknown) => {
       this.log.warn({ err: String(err) }, "shim not importable: sim attempts report synthetic usage");
       return null;
     });
     return this.shimMod;
   }
 
-  private async upstream(): Promise<{ url: string; key?: string } | null> {
+  private async upstream(): Promise<{
+    url: string;
+    key?: string;
+    addPrices?: (p: SheetPrices) => void;
+  } | null> {
     if (this.opts.upstream) return this.opts.upstream;
     this.provider ??= (async () => {
-      const mod: ProviderModule = await import("../../../scripts/scripted-provider/index.js");
+      const mod: ProviderModule = await import("../../../scripted-provider/index.js");
       const u = this.opts.usagePerCall ?? { input: 1_000, output: 100 };
       const p = await mod.startScriptedProvider({ scenario: { text: "ok", usage: u } });
-      return { url: p.url, key: "sk-sim-provider-key", close: () => p.close() };
+      return {
+        url: p.url,
+        key: "sk-sim-provider-key",
+        close: () => p.close(),
+        addPrices: (x: SheetPrices) => p.addPrices(x),
+      };
     })();
     return await this.provider.catch((err: unknown) => {
       this.log.warn({ err: String(err) }, "scripted provider not available: synthetic usage");
       return null;
     });
   }
+}
+
+/** Resolves when the signal aborts (the attempt was stopped while it held). */
+function aborted(signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    if (signal.aborted) resolve();
+    else signal.addEventListener("abort", () => resolve(), { once: true });
+  });
 }

@@ -3,14 +3,20 @@
  * implement it. A backend starts a task from a job *reference* only — the task pulls the rest — and reports what
  * happened to it in one vocabulary, so the dispatcher's retry rules never depend on where a task ran.
  */
+import type { JobRef } from "../../../protocol/task.js";
 
-/** What a task is told about its job: which run, cell and attempt, and which pool it draws admission from. */
-export interface JobRef {
-  runName: string;
-  cellId: string;
-  attempt: number;
-  pool: string;
+export type { JobRef };
+
+/** One attempt's NATS credential, for its task alone (plane/nats-auth.ts `mintAttemptUser`). */
+export interface TaskNatsCredential {
+  jwt: string;
+  seed: string;
+  /** the `.creds` text of the two */
+  creds: string;
 }
+
+/** What a backend launches: the job reference and, where the plane mints them, the attempt's NATS credential. */
+export type LaunchRef = JobRef & { natsCredential?: TaskNatsCredential };
 
 /**
  * Why a task stopped. `exited` means the harness ran and exited (the exit code is the model's business);
@@ -31,9 +37,11 @@ export type TaskState = {
 
 export interface LaunchBackend {
   readonly name: string;
+  /** its tasks connect to NATS on their own, so each attempt needs a NATS user minted for it (not the sim's) */
+  readonly tasksConnect?: boolean;
   /** Start one task per ref. Each result has a handle (started) or an error (not started; see its kind). */
   launch(
-    refs: JobRef[],
+    refs: LaunchRef[],
     signal?: AbortSignal,
   ): Promise<Array<{ ref: JobRef; handle?: string; error?: StopClass }>>;
   /** Current state of the given tasks; handles the backend no longer knows are omitted. */
@@ -46,26 +54,6 @@ export interface LaunchBackend {
    */
   find?(ref: JobRef): Promise<string | undefined>;
   close(): Promise<void>;
-}
-
-/** The environment variables that carry a job reference into a task (every backend uses the same names). */
-export const JobRefEnv = {
-  run: "EVALFLEET_RUN",
-  cell: "EVALFLEET_CELL",
-  attempt: "EVALFLEET_ATTEMPT",
-  pool: "EVALFLEET_POOL",
-} as const;
-
-/**
- * The line a task writes on stderr when it starts a harness in a process group of its own: a backend that hosts
- * tasks as local processes kills that group when the task dies, since a SIGKILLed task cannot.
- */
-export const HARNESS_GROUP_LINE = "evalfleet-task: harness process group ";
-
-const HARNESS_GROUP_RE = new RegExp(`${HARNESS_GROUP_LINE}(\\d+)`, "g");
-
-export function harnessGroupsIn(text: string): number[] {
-  return [...text.matchAll(HARNESS_GROUP_RE)].map((m) => Number(m[1]));
 }
 
 /** Should the dispatcher launch this attempt again? Exits and fatal stops are final; retryable ones are bounded. */

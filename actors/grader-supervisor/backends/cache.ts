@@ -4,9 +4,7 @@
  * the grader version invalidates everything when grading semantics change.
  */
 import { createHash } from "node:crypto";
-import { mkdir, readFile, rename, writeFile } from "node:fs/promises";
-import path from "node:path";
-import { GRADER_VERSION } from "../grading/index.js";
+import { GRADER_VERSION } from "../../../grading/index.js";
 import type { GradeOutcome } from "./types.js";
 
 export function sha256Hex(s: string): string {
@@ -38,27 +36,5 @@ export class MemoryGradeCache implements GradeCache {
   }
   async set(key: string, outcome: CachedOutcome): Promise<void> {
     this.entries.set(key, outcome);
-  }
-}
-
-/** One JSON file per key; written to a temp name then renamed so readers never see half a file. */
-export class FileGradeCache implements GradeCache {
-  constructor(private readonly dir: string) {}
-  private file(key: string): string {
-    return path.join(this.dir, `${key}.json`);
-  }
-  async get(key: string): Promise<CachedOutcome | undefined> {
-    try {
-      return JSON.parse(await readFile(this.file(key), "utf8")) as CachedOutcome;
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code === "ENOENT") return undefined;
-      throw err;
-    }
-  }
-  async set(key: string, outcome: CachedOutcome): Promise<void> {
-    await mkdir(this.dir, { recursive: true });
-    const tmp = `${this.file(key)}.${process.pid}.${Date.now()}.tmp`;
-    await writeFile(tmp, JSON.stringify(outcome));
-    await rename(tmp, this.file(key));
   }
 }

@@ -1,15 +1,16 @@
 /** Steps both backends share: the empty-patch rule and turning a test log into an outcome. */
 
-import { ErrorCode, ValidationError } from "../../../protocol/errors.js";
 import {
   END_TEST_OUTPUT,
   gradeLog,
   type LogParser,
+  logGeneration,
   MAP_REPO_TO_PARSER,
   PARSERS_BY_FORMAT,
   ParserCrash,
   START_TEST_OUTPUT,
-} from "../grading/index.js";
+} from "../../../grading/index.js";
+import { ErrorCode, ValidationError } from "../../../protocol/errors.js";
 import type { GradeJob, GradeOutcome } from "./types.js";
 import { infraFailure, mentionsOutOfDisk } from "./types.js";
 
@@ -43,7 +44,10 @@ export function parserForJob(job: GradeJob): LogParser {
  * the end marker) is an infrastructure failure, not the model's; a complete log is graded officially.
  */
 export function outcomeFromLog(job: GradeJob, testOutput: string, runtimeNoise: string): GradeOutcome {
-  const complete = testOutput.includes(START_TEST_OUTPUT) && testOutput.includes(END_TEST_OUTPUT);
+  // A 2.x log has no markers by design: it is complete as it is.
+  const complete =
+    (testOutput.includes(START_TEST_OUTPUT) && testOutput.includes(END_TEST_OUTPUT)) ||
+    logGeneration(testOutput) === "2.x";
   if (!complete && mentionsOutOfDisk(testOutput + runtimeNoise)) {
     return infraFailure("out_of_disk", "the eval run stopped early: no space left on device");
   }

@@ -2,9 +2,9 @@
  * A backend wrapped with what every backend needs: the results cache (with in-flight de-duplication)
  * and bounded, backed-off retries of environment failures. Model failures are never retried.
  */
-import { setTimeout as delay } from "node:timers/promises";
-import type { Logger } from "../../../protocol/log.js";
-import { silentLogger } from "../../../protocol/log.js";
+import type { Logger } from "../../../lib/log.js";
+import { silentLogger } from "../../../lib/log.js";
+import { type Backoff, retry } from "../../../lib/retry.js";
 import { type GradeCache, gradeCacheKey } from "./cache.js";
 import { type GradeBackend, type GradeJob, type GradeOutcome, redactOutcome } from "./types.js";
 
@@ -22,32 +22,38 @@ export interface GraderOptions {
   cache?: GradeCache;
   logger?: Logger;
   /** Injectable for tests. */
-  sleep?: (ms: number, signal: AbortSignal) => Promise<void>;
+  sleep?: (ms: number, signal?: AbortSignal) => Promise<void>;
 }
 
-/** Exponential backoff: base, 2·base, 4·base… capped. Deterministic so schedules are testable. */
-export function backoffMs(policy: RetryPolicy, failedAttempts: number): number {
-  return Math.min(policy.maxDelayMs, policy.baseDelayMs * 2 ** (failedAttempts - 1));
+/** The grader's schedule in the shared retry loop's terms: doubling from the base, capped, jittered ±20 %. */
+export function graderBackoff(policy: RetryPolicy): Backoff {
+  return { baseMs: policy.baseDelayMs, maxMs: policy.maxDelayMs };
 }
 
 export function createGrader(backend: GradeBackend, opts: GraderOptions = {}): GradeBackend {
   const policy: RetryPolicy = { ...DEFAULT_RETRY, ...opts.retry };
   const log = opts.logger ?? silentLogger();
-  const sleep = opts.sleep ?? ((ms: number, signal: AbortSignal) => delay(ms, undefined, { signal }));
   const inFlight = new Map<string, Promise<GradeOutcome>>();
 
-  async function gradeWithRetries(job: GradeJob, signal: AbortSignal): Promise<GradeOutcome> {
-    for (let attempt = 1; ; attempt++) {
-      const outcome = redactOutcome(await backend.grade(job, signal));
-      if (outcome.kind !== "infra_failure") return outcome;
-      const failed = { ...outcome, attempts: attempt };
-      log.warn(
-        { instance: job.instance.instance_id, attempt, failure: outcome.failure },
-        "grading hit an infrastructure failure",
-      );
-      if (attempt >= policy.maxAttempts || signal.aborted) return failed;
-      await sleep(backoffMs(policy, attempt), signal);
-    }
+  function gradeWithRetries(job: GradeJob, signal: AbortSignal): Promise<GradeOutcome> {
+    return retry(
+      async (attempt) => {
+        const outcome = redactOutcome(await backend.grade(job, signal));
+        if (outcome.kind !== "infra_failure") return outcome;
+        log.warn(
+          { instance: job.instance.instance_id, attempt: attempt + 1, failure: outcome.failure },
+          "grading hit an infrastructure failure",
+        );
+        return { ...outcome, attempts: attempt + 1 };
+      },
+      {
+        ...graderBackoff(policy),
+        tries: policy.maxAttempts,
+        retryValue: (o) => o.kind === "infra_failure",
+        signal,
+        ...(opts.sleep ? { sleep: opts.sleep } : {}),
+      },
+    );
   }
 
   return {

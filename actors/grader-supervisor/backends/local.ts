@@ -5,13 +5,13 @@
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
+import { APPLY_PATCH_COMMANDS, DEFAULT_TIMEOUT_S, makeLocalEvalScript } from "../../../grading/index.js";
+import type { Logger } from "../../../lib/log.js";
+import { silentLogger } from "../../../lib/log.js";
+import { run } from "../../../lib/run.js";
 import { ErrorCode, EvalfleetError, ValidationError } from "../../../protocol/errors.js";
-import type { Logger } from "../../../protocol/log.js";
-import { silentLogger } from "../../../protocol/log.js";
 import { withoutSecrets } from "../../../protocol/redact.js";
-import { APPLY_PATCH_COMMANDS, DEFAULT_TIMEOUT_S, makeLocalEvalScript } from "../grading/index.js";
 import { isEmptyPatch, outcomeFromLog, parserForJob, skipEmptyPatch } from "./common.js";
-import { run } from "./exec.js";
 import type { GradeBackend, GradeJob, GradeOutcome } from "./types.js";
 import { infraFailure, mentionsOutOfDisk } from "./types.js";
 
@@ -20,16 +20,16 @@ export interface LocalBackendOptions {
   defaultTimeoutS?: number;
   logger?: Logger;
   /**
-   * Environment for the eval script; defaults to this process's. Either way without secrets: the script runs the
-   * harness's patched code, which could print them into the test output.
+   * Environment for the eval script (this process's, from its settings), used without secrets: the script runs
+   * the harness's patched code, which could print them into the test output.
    */
-  env?: NodeJS.ProcessEnv;
+  env: Readonly<Record<string, string | undefined>>;
 }
 
-export function createLocalBackend(opts: LocalBackendOptions = {}): GradeBackend {
+export function createLocalBackend(opts: LocalBackendOptions): GradeBackend {
   const bash = opts.bashPath ?? "bash";
   const log = opts.logger ?? silentLogger();
-  const env = withoutSecrets(opts.env ?? process.env);
+  const env = withoutSecrets(opts.env);
 
   function aborted(): never {
     throw new EvalfleetError(ErrorCode.Unavailable, "grading aborted", { retryable: true });

@@ -1,6 +1,7 @@
 /** The contract between the grader-supervisor and the places a patch can be graded. */
-import { redactSecrets, secretsFromEnv } from "../../../protocol/redact.js";
-import type { EvalReport, GradingInstance, ResolvedStatus } from "../grading/index.js";
+
+import type { EvalReport, GradingInstance, ResolvedStatus } from "../../../grading/index.js";
+import { ownSecrets, redactSecrets } from "../../../protocol/redact.js";
 
 export interface GradeJob {
   /** Needs version, base_commit and test_patch to build the eval script. */
@@ -67,7 +68,7 @@ export interface GradeBackend {
  * read the full log by now.
  */
 export function redactOutcome(o: GradeOutcome): GradeOutcome {
-  const own = secretsFromEnv();
+  const own = ownSecrets();
   if (o.kind === "graded") return { ...o, testOutput: redactSecrets(o.testOutput, own) };
   if (o.kind === "not_graded") return { ...o, detail: redactSecrets(o.detail, own) };
   return { ...o, failure: { ...o.failure, message: redactSecrets(o.failure.message, own) } };

@@ -1,0 +1,261 @@
+import { emptyUsage, type Usage } from "../protocol/messages.js";
+import type { Db } from "./db.js";
+import { saveReconciliation } from "./reconcile.js";
+
+/**
+ * The gateway's own spend log: one row per upstream call in gateway_spend_log, independent of the shim's ledger.
+ * A row is written `pending` with the call's worst-case cost BEFORE the call is forwarded and settled to the
+ * metered cost after. So a replica that dies mid-call leaves a pending row holding the reservation — the call is
+ * never missing from the log, and it is over-counted (safe), never under-counted — and the run's spend cap,
+ * checked against the sum of all rows under a per-run lock, holds across any number of replicas.
+ */
+
+export type SpendStatus = "pending" | "ok" | "error" | "cut" | "client_closed" | "lost";
+
+export interface SpendRow {
+  requestId: string;
+  run: string;
+  cellId: string | null;
+  traceId: string | null;
+  alias: string;
+  model: string;
+  /** the shim's id of this try (x-evalfleet-call), matching the ledger row it wrote */
+  callId: string | null;
+  /** the key that made the call */
+  keyHash: string | null;
+  attempt: number | null;
+  /** a budget-exempt cell's call: never counted against the run's cap */
+  exempt: boolean;
+}
+
+/** The token figures a settled row records (a provider's TokenUsage has them). */
+export type SpendTokens = Pick<
+  Usage,
+  "inputTokens" | "outputTokens" | "cacheReadTokens" | "cacheWriteTokens" | "reasoningTokens"
+>;
+
+/** The caps a call is checked against: the run's (budget_usd) and its key's own (an attempt's max_cost_usd). */
+export interface SpendCaps {
+  runCapNanoUsd: number | undefined;
+  keyCapNanoUsd: number | null;
+}
+
+/**
+ * What a call wants to reserve: its worst case, and, when that does not fit, the reservation of the same call with
+ * its output cap lowered to fit what is left (null: not even its input fits).
+ */
+export interface SpendWant {
+  worstNanoUsd: number;
+  fit?: (leftNanoUsd: number) => number | null;
+}
+
+export type ReserveOutcome =
+  | { ok: true; reserveNanoUsd: number }
+  | {
+      ok: false;
+      cap: "run" | "key";
+      spentNanoUsd: number;
+      capNanoUsd: number;
+      /** it would fit once the calls in flight settle (their reservations are what is in the way): try again */
+      wait: boolean;
+    };
+
+/** Sum of the run's logged spend (pending reservations included), nano-USD. */
+export async function runSpendNanoUsd(db: Db, run: string): Promise<number> {
+  const r = await db.query<{ s: number }>(
+    "SELECT COALESCE(SUM(cost_nano_usd), 0)::bigint AS s FROM gateway_spend_log WHERE run_name = $1",
+    [run],
+  );
+  return Number(r.rows[0]?.s ?? 0);
+}
+
+/** The part of the run's logged spend its cap counts: every call of a cell that is not budget-exempt. */
+export async function runBillableSpendNanoUsd(db: Db, run: string): Promise<number> {
+  const r = await db.query<{ s: number }>(
+    "SELECT COALESCE(SUM(cost_nano_usd), 0)::bigint AS s FROM gateway_spend_log WHERE run_name = $1 AND NOT exempt",
+    [run],
+  );
+  return Number(r.rows[0]?.s ?? 0);
+}
+
+/** Spend as settled and as reserved by calls still in flight. */
+interface Spent {
+  settled: number;
+  pending: number;
+}
+
+async function spentWhere(db: Db, where: string, param: string): Promise<Spent> {
+  const r = await db.query<{ settled: string; pending: string }>(
+    `SELECT COALESCE(SUM(cost_nano_usd) FILTER (WHERE status IS DISTINCT FROM 'pending'), 0)::text AS settled,
+            COALESCE(SUM(cost_nano_usd) FILTER (WHERE status = 'pending'), 0)::text AS pending
+       FROM gateway_spend_log WHERE ${where}`,
+    [param],
+  );
+  return { settled: Number(r.rows[0]?.settled ?? 0), pending: Number(r.rows[0]?.pending ?? 0) };
+}
+
+/**
+ * Log the call as pending with its reservation, checked against the run's cap (its non-exempt spend: a
+ * subscription cell neither uses up nor is stopped by the platform budget) and its key's own cap. A call whose
+ * worst case does not fit is clamped to what is left when it can be, else refused. The checks and the insert share
+ * one transaction under a per-run advisory lock (PGlite is a single session, already serial), so two replicas cannot
+ * both squeeze under a cap.
+ */
+export async function reserveSpend(
+  db: Db,
+  row: SpendRow,
+  want: SpendWant,
+  caps: SpendCaps,
+): Promise<ReserveOutcome> {
+  const insert = (tx: Db, reserveNanoUsd: number) =>
+    tx.query(
+      `INSERT INTO gateway_spend_log (request_id, run_name, cell_id, trace_id, alias, model, cost_nano_usd, status,
+         call_id, key_hash, attempt, exempt)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, 'pending', $8, $9, $10, $11)`,
+      [
+        row.requestId,
+        row.run,
+        row.cellId,
+        row.traceId,
+        row.alias,
+        row.model,
+        reserveNanoUsd,
+        row.callId,
+        row.keyHash,
+        row.attempt,
+        row.exempt,
+      ],
+    );
+  const runCapped = caps.runCapNanoUsd !== undefined && !row.exempt;
+  const keyCapped = caps.keyCapNanoUsd !== null && row.keyHash !== null;
+  if (!runCapped && !keyCapped) {
+    await insert(db, want.worstNanoUsd);
+    return { ok: true, reserveNanoUsd: want.worstNanoUsd };
+  }
+  return db.transaction(async (tx) => {
+    if (tx.kind === "postgres")
+      await tx.query("SELECT pg_advisory_xact_lock(hashtext($1))", [`efgw:${row.run}`]);
+    // Each cap: what is left after settled spend and the reservations of calls in flight.
+    const limits: Array<{ cap: "run" | "key"; capNanoUsd: number; spent: Spent }> = [];
+    if (runCapped)
+      limits.push({
+        cap: "run",
+        capNanoUsd: caps.runCapNanoUsd as number,
+        spent: await spentWhere(tx, "run_name = $1 AND NOT exempt", row.run),
+      });
+    if (keyCapped)
+      limits.push({
+        cap: "key",
+        capNanoUsd: caps.keyCapNanoUsd as number,
+        spent: await spentWhere(tx, "key_hash = $1", row.keyHash as string),
+      });
+    const leftOf = (l: (typeof limits)[number], withPending: boolean) =>
+      l.capNanoUsd - l.spent.settled - (withPending ? l.spent.pending : 0);
+    const binding = limits.reduce((a, b) => (leftOf(b, true) < leftOf(a, true) ? b : a));
+    const reserveFor = (left: number): number | null => {
+      if (want.worstNanoUsd <= left) return want.worstNanoUsd;
+      const r = left > 0 && want.fit ? want.fit(left) : null;
+      return r !== null && r <= left ? r : null;
+    };
+    const reserveNanoUsd = reserveFor(Math.min(...limits.map((l) => leftOf(l, true))));
+    if (reserveNanoUsd === null) {
+      // Calls in flight hold worst-case reservations, mostly handed back when they settle: while some are pending
+      // and settled spend leaves room, this is a wait (retry), not the cap.
+      const later = Math.min(...limits.map((l) => leftOf(l, false)));
+      const wait = later > 0 && limits.some((l) => l.spent.pending > 0);
+      return {
+        ok: false,
+        cap: binding.cap,
+        spentNanoUsd: binding.spent.settled + binding.spent.pending,
+        capNanoUsd: binding.capNanoUsd,
+        wait,
+      };
+    }
+    await insert(tx, reserveNanoUsd);
+    return { ok: true, reserveNanoUsd } as const;
+  });
+}
+
+/** Replace the reservation with the metered cost (0 for a call the provider refused before any output). */
+export async function settleSpend(
+  db: Db,
+  requestId: string,
+  status: SpendStatus,
+  usage: SpendTokens | null,
+  costNanoUsd: number,
+  model?: string,
+  priceVersion?: string,
+): Promise<void> {
+  const u = usage ?? emptyUsage();
+  await db.query(
+    `UPDATE gateway_spend_log SET status = $2, input_tokens = $3, output_tokens = $4, cache_read_tokens = $5,
+       cache_write_tokens = $6, reasoning_tokens = $7, cost_nano_usd = $8, model = COALESCE($9, model),
+       price_version = COALESCE($10, price_version)
+     WHERE request_id = $1`,
+    [
+      requestId,
+      status,
+      u.inputTokens,
+      u.outputTokens,
+      u.cacheReadTokens,
+      u.cacheWriteTokens,
+      u.reasoningTokens,
+      costNanoUsd,
+      model ?? null,
+      priceVersion ?? null,
+    ],
+  );
+}
+
+export interface Reconciliation {
+  ledgerNanoUsd: number;
+  gatewayNanoUsd: number;
+  harnessReportedNanoUsd: number | null;
+  /** gateway − ledger */
+  differenceNanoUsd: number;
+  flagged: boolean;
+  /** gateway rows of the cell still pending (a replica died mid-call): their cost is a reservation */
+  pendingCalls: number;
+}
+
+/**
+ * Reconcile one finished attempt's cell: the shim's ledger total against the gateway's own log (and the harness's
+ * self-report where it printed one). Money is exact integers, so any difference beyond `toleranceNanoUsd`
+ * (default 0) is flagged; the caller publishes the flag as a run event. Upserts reconciliation_results.
+ */
+export async function reconcileAttempt(
+  db: Db,
+  run: string,
+  cell: string,
+  ledgerNanoUsd: number,
+  harnessReportedNanoUsd?: number,
+  opts: { toleranceNanoUsd?: number } = {},
+): Promise<Reconciliation> {
+  const r = await db.query<{ s: number; pending: number }>(
+    `SELECT COALESCE(SUM(cost_nano_usd), 0)::bigint AS s,
+            COUNT(*) FILTER (WHERE status = 'pending')::bigint AS pending
+     FROM gateway_spend_log WHERE run_name = $1 AND cell_id = $2`,
+    [run, cell],
+  );
+  const gatewayNanoUsd = Number(r.rows[0]?.s ?? 0);
+  const pendingCalls = Number(r.rows[0]?.pending ?? 0);
+  const differenceNanoUsd = gatewayNanoUsd - ledgerNanoUsd;
+  const flagged = Math.abs(differenceNanoUsd) > (opts.toleranceNanoUsd ?? 0) || pendingCalls > 0;
+  await saveReconciliation(db, {
+    run,
+    cell,
+    ledgerNanoUsd,
+    gatewayNanoUsd,
+    harnessReportedNanoUsd: harnessReportedNanoUsd ?? null,
+    differenceNanoUsd,
+    flagged,
+  });
+  return {
+    ledgerNanoUsd,
+    gatewayNanoUsd,
+    harnessReportedNanoUsd: harnessReportedNanoUsd ?? null,
+    differenceNanoUsd,
+    flagged,
+    pendingCalls,
+  };
+}
