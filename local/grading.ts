@@ -99,8 +99,12 @@ export async function prepareGrading(opts: PrepareGradingOptions): Promise<Gradi
       ? []
       : await validateAndRecord(opts.db, stale, { graders, libraryDir: library.dir, resolveImage: resolve });
   const invalid = validated
-    .filter((v) => v.verdict === "invalid")
-    .map((v) => `\n  validation: ${v.taskId} is INVALID (runs naming it are refused): ${v.reason}`);
+    .filter((v) => v.verdict === "invalid" || v.verdict === "error")
+    .map((v) =>
+      v.verdict === "invalid"
+        ? `\n  validation: ${v.taskId} is INVALID (runs naming it are refused): ${v.reason}`
+        : `\n  validation: ${v.taskId} could not be validated (runs naming it are refused until it is; the next start tries again): ${v.reason}`,
+    );
   const where = opts.images.registry
     ? `pushed to ${opts.images.registry}`
     : "in this daemon, pinned by image id";

@@ -19,7 +19,8 @@ import { type BackendKind, type PrepareOptions, prepareTaskJob } from "./task-jo
 export interface ValidationOutcome {
   taskId: string;
   /** "skipped": open_ended tasks are judged, there is nothing to validate. */
-  verdict: "valid" | "invalid" | "skipped";
+  /** error: the environment failed (after the grader's retries), so nothing is known of the task: not recorded */
+  verdict: "valid" | "invalid" | "skipped" | "error";
   reason: string | null;
   imageDigest: string | null;
   backend: BackendKind | null;
@@ -90,6 +91,10 @@ export async function validateTask(task: TaskSpec, opts: ValidateOptions): Promi
     ...(gold.backend === "docker" && gold.job.image ? { image: gold.job.image.name } : {}),
   };
   const goldOutcome = await grader.grade(gold.job, signal);
+  // An environment that failed says nothing of the task: it is left unvalidated, to be tried again, never marked
+  // invalid for what the machine did.
+  if (goldOutcome.kind === "infra_failure")
+    return { ...at, verdict: "error", reason: `not validated: gold patch: ${describe(goldOutcome, id)}` };
   if (goldOutcome.kind !== "graded" || goldOutcome.status !== "RESOLVED_FULL") {
     return {
       ...at,
@@ -98,9 +103,8 @@ export async function validateTask(task: TaskSpec, opts: ValidateOptions): Promi
     };
   }
   const emptyOutcome = await grader.grade({ ...gold.job, patch: "" }, signal);
-  if (emptyOutcome.kind === "infra_failure") {
-    return { ...at, verdict: "invalid", reason: `empty patch: ${describe(emptyOutcome, id)}` };
-  }
+  if (emptyOutcome.kind === "infra_failure")
+    return { ...at, verdict: "error", reason: `not validated: empty patch: ${describe(emptyOutcome, id)}` };
   if (emptyOutcome.resolved) {
     return {
       ...at,
@@ -123,7 +127,7 @@ export async function validateAndRecord(
   const worker = async () => {
     for (let i = next++; i < tasks.length; i = next++) {
       const r = await validateTask(tasks[i] as TaskSpec, opts);
-      if (r.verdict !== "skipped") {
+      if (r.verdict === "valid" || r.verdict === "invalid") {
         await saveTaskValidation(db, {
           taskId: r.taskId,
           valid: r.verdict === "valid",

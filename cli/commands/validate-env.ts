@@ -172,11 +172,18 @@ export function register(program: Command): void {
           ]);
           process.stdout.write(`${table(["task", "verdict", "grader", "digest", "reason"], rows)}\n`);
           const invalid = results.filter((r) => r.verdict === "invalid").length;
-          process.stdout.write(`${results.length - invalid} valid or skipped, ${invalid} invalid\n`);
+          const failed = results.filter((r) => r.verdict === "error").length;
+          process.stdout.write(
+            `${results.length - invalid - failed} valid or skipped, ${invalid} invalid` +
+              (failed ? `, ${failed} not validated (the environment failed: run validate-env again)` : "") +
+              "\n",
+          );
         }
         if (flags.manifest)
           await writeFile(flags.manifest, `${JSON.stringify(imageManifest(results), null, 2)}\n`);
         if (flags.strict && results.some((r) => r.verdict === "invalid")) process.exitCode = 1;
+        // A task the environment kept from validating is not done: say so in the exit code too.
+        if (results.some((r) => r.verdict === "error")) process.exitCode = 1;
       } finally {
         await opened.close();
       }

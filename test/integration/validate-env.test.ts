@@ -10,6 +10,10 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { after, before, describe, it } from "node:test";
 import { promisify } from "node:util";
+import type { GradeBackend } from "../../actors/grader-supervisor/backends/types.js";
+import { infraFailure } from "../../actors/grader-supervisor/backends/types.js";
+import { validateAndRecord } from "../../actors/grader-supervisor/validate.js";
+import { loadTaskLibrary } from "../../actors/planner/library.js";
 import { planRun, type Rejection } from "../../actors/planner/plan.js";
 import { validateEnv } from "../../cli/commands/validate-env.js";
 import type { ContainerRuntime } from "../../containers/index.js";
@@ -106,6 +110,30 @@ describe("validate-env", () => {
     );
   });
 
+  it("an environment that fails while validating leaves the task unvalidated, never marked invalid", async () => {
+    const failing: GradeBackend = {
+      name: "failing",
+      grade: async () => infraFailure("runtime", "the container runtime went away"),
+    };
+    const task = (await loadTaskLibrary(EXAMPLES)).tasks.get("sample-calc-add")!;
+    const db = await freshDb("validate-env-infra");
+    try {
+      const [r] = await validateAndRecord(db.db, [task], {
+        graders: { local: failing, docker: failing },
+        libraryDir: EXAMPLES,
+      });
+      assert.equal(r?.verdict, "error");
+      assert.match(String(r?.reason), /not validated: gold patch: environment failure \(runtime\)/);
+      assert.equal(
+        await getTaskValidation(db.db, "sample-calc-add"),
+        null,
+        "nothing is recorded of the task",
+      );
+    } finally {
+      await db.cleanup();
+    }
+  });
+
   it("without Docker the folder tasks are validated in checkouts, and the record says so", async () => {
     const scratch = await freshDb("validate-env-checkout");
     try {
@@ -159,13 +187,26 @@ describe("validate-env", () => {
       const lines = stdout
         .trim()
         .split("\n")
-        .map((l) => JSON.parse(l) as { taskId: string; verdict: string; backend: string | null });
-      assert.deepEqual(lines.map((l) => [l.taskId, l.verdict, l.backend]).sort(), [
-        ["sample-calc-add", "valid", "docker"],
-        ["sample-explain-design", "skipped", null],
-        ["sample-ranges-sum", "valid", "docker"],
-        ["sample-strings-title", "valid", "docker"],
-      ]);
+        .map(
+          (l) =>
+            JSON.parse(l) as {
+              taskId: string;
+              verdict: string;
+              backend: string | null;
+              reason: string | null;
+            },
+        );
+      const why = lines.map((l) => `${l.taskId}: ${l.verdict} ${l.reason ?? ""}`).join("\n");
+      assert.deepEqual(
+        lines.map((l) => [l.taskId, l.verdict, l.backend]).sort(),
+        [
+          ["sample-calc-add", "valid", "docker"],
+          ["sample-explain-design", "skipped", null],
+          ["sample-ranges-sum", "valid", "docker"],
+          ["sample-strings-title", "valid", "docker"],
+        ],
+        why,
+      );
       const pre = JSON.parse(await readFile(manifest, "utf8")) as {
         images: Array<{ instance_id: string; image: string }>;
       };
