@@ -1,5 +1,6 @@
 import type { ProviderUpstreams } from "../config/index.js";
 import type { RunConfig } from "../protocol/config.js";
+import { wireModelId } from "../providers/run-prices.js";
 import type { Db } from "../store/db.js";
 import { listRunConfigJson } from "../store/results.js";
 import type { AliasDef } from "./server.js";
@@ -19,10 +20,11 @@ export function runAliasResolver(
     if (hit) return hit;
     for (const json of await listRunConfigJson(db)) {
       const cfg = JSON.parse(json) as RunConfig;
-      const model = cfg.models.find((m) => (m.alias ?? m.name) === alias);
+      const model = cfg.models.find((m) => wireModelId(m) === alias);
       const upstream = model ? upstreams[model.provider] : undefined;
       if (model && upstream) {
-        const def: AliasDef = { upstream, model: model.alias ?? model.name };
+        // Paced in the model's pool, the one the planner sizes the fleet by (the provider limits per key and model).
+        const def: AliasDef = { upstream, model: wireModelId(model), pool: wireModelId(model) };
         cache.set(alias, def);
         return def;
       }

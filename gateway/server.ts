@@ -7,9 +7,9 @@ import { countModelCall, serveMetricsRequest } from "../lib/metrics.js";
 import type { ModelCallTracer } from "../lib/otel.js";
 import { type RunConfig, RunConfigSchema } from "../protocol/config.js";
 import { ErrorCode, EvalfleetError } from "../protocol/errors.js";
-import { AttributionHeaders } from "../protocol/headers.js";
+import { AttributionHeaders, GatewayAnswerHeaders } from "../protocol/headers.js";
 import { nanoToUsd, usdToNano } from "../protocol/money.js";
-import type { Pacer } from "../protocol/pacer.js";
+import type { Admission, Pacer } from "../protocol/pacer.js";
 import { AnthropicStreamMeter, anthropicJsonResult } from "../providers/anthropic.js";
 import { anthropicErrorBody, openaiErrorBody, shimError } from "../providers/errors.js";
 import { type JsonMembers, readMembers, withMembers } from "../providers/json-members.js";
@@ -19,6 +19,7 @@ import { routeOf } from "../providers/routes.js";
 import { runPriceTable } from "../providers/run-prices.js";
 import { SseParser } from "../providers/sse.js";
 import {
+  approxTokens,
   type Endpoint,
   isRecord,
   type MeterResult,
@@ -70,6 +71,11 @@ export interface GatewayOptions {
    */
   runCapNanoUsd?: (run: string) => Promise<number | undefined>;
   capCacheMs?: number;
+  /**
+   * Paces every forwarded call: admission from the call's pool before it is forwarded (the fleet pacer, shared by
+   * every replica, in `up` and the deployed gateway), rate-limit headers observed, the estimate settled to the
+   * usage. Without one, calls are only metered.
+   */
   pacer?: Pacer;
   prices?: PriceTable;
   port?: number;
@@ -222,6 +228,14 @@ export async function startGateway(opts: GatewayOptions): Promise<Gateway> {
 
     const requestId = randomUUID();
     const startedAtMs = Date.now();
+    // Pacing first: a call queued for its pool's rate holds no budget while it waits.
+    let admission: Admission | null = null;
+    if (metered && opts.pacer) {
+      const granted = await admitCall(opts.pacer, pool, raw, body, ac.signal, log);
+      if (granted === "gone") return; // the caller left while queued: nothing forwarded, nothing reserved
+      admission = granted;
+      if (admission) res.setHeader(GatewayAnswerHeaders.pacerWaitMs, String(admission.waitedMs));
+    }
     let reserveNanoUsd = 0;
     if (metered) {
       const worst = worstCase(prices, priceAs, route.endpoint, raw, body);
@@ -262,6 +276,7 @@ export async function startGateway(opts: GatewayOptions): Promise<Gateway> {
         },
         { runCapNanoUsd: cap, keyCapNanoUsd: key.capNanoUsd },
       );
+      if (!reserved.ok) admission?.refund();
       if (!reserved.ok && reserved.wait) {
         // Only the reservations of calls in flight are in the way: an overload the caller retries.
         const e = shimError(
@@ -287,6 +302,7 @@ export async function startGateway(opts: GatewayOptions): Promise<Gateway> {
     if (ac.signal.aborted) {
       // Gone before the forward (e.g. while its reservation was written): nothing reaches the provider, nothing can
       // be billed.
+      admission?.refund();
       if (metered) await settleSpend(opts.db, requestId, "client_closed", null, 0);
       return;
     }
@@ -330,7 +346,8 @@ export async function startGateway(opts: GatewayOptions): Promise<Gateway> {
     const logCall = async (st: SpendStatus, r: MeterResult | undefined): Promise<void> => {
       if (st === "lost" || st === "client_closed") {
         // The provider may have generated (and billed) more than reached us before the call was cut on our side:
-        // the worst-case reservation stays as the cost, with what was metered kept for the record.
+        // the worst-case reservation stays as the cost, with what was metered kept for the record (and the pool
+        // keeps the call's admission estimate: its real usage is unknown).
         count(st, r?.usage ?? null, reserveNanoUsd, r);
         await settleSpend(opts.db, requestId, st, r?.usage ?? null, reserveNanoUsd, r?.model, prices.version);
         return;
@@ -340,6 +357,14 @@ export async function startGateway(opts: GatewayOptions): Promise<Gateway> {
       const billable =
         usage !== null && (st !== "error" || (r?.sawContent ?? false) || usage.outputTokens > 0);
       const costNanoUsd = billable ? prices.cost(priceAs, usage, startedAtMs).costNanoUsd : 0;
+      if (billable)
+        admission?.settle({
+          inputTokens: usage.inputTokens - usage.cacheReadTokens,
+          outputTokens: usage.outputTokens,
+          cacheReadTokens: usage.cacheReadTokens,
+          cacheWriteTokens: usage.cacheWriteTokens,
+        });
+      else admission?.refund();
       count(st, billable ? usage : null, costNanoUsd, r);
       await settleSpend(
         opts.db,
@@ -505,6 +530,38 @@ const DEFAULT_OUTPUT_LIMIT = 200_000;
  * a few hundred tokens, more for computer use).
  */
 const PROVIDER_INPUT_OVERHEAD = 2_048;
+
+/** Output tokens a call is admitted for when it sets no cap (its settle corrects the pool to what it used). */
+const ADMIT_OUTPUT_WITHOUT_CAP = 4_096;
+
+/**
+ * A call's admission from its pool, or null when the pacer could not admit it (no pool owner within its bound, as
+ * when NATS is down): the call is then forwarded unpaced, since the provider's own limits still hold (a 429 the shim
+ * retries) and no money depends on the pacer. "gone": the caller left while queued.
+ */
+async function admitCall(
+  pacer: Pacer,
+  pool: string,
+  raw: Buffer,
+  body: JsonMembers,
+  signal: AbortSignal,
+  log: Logger,
+): Promise<Admission | null | "gone"> {
+  try {
+    return await pacer.admit(
+      {
+        pool,
+        inputTokens: approxTokens(raw.length),
+        outputTokens: outputCap(body)?.tokens ?? ADMIT_OUTPUT_WITHOUT_CAP,
+      },
+      signal,
+    );
+  } catch (err) {
+    if (signal.aborted) return "gone";
+    log.warn({ pool, err: (err as Error).message }, "gateway: pacer admission failed; forwarding unpaced");
+    return null;
+  }
+}
 
 function outputCap(body: JsonMembers): { field: OutputCapField; tokens: number } | undefined {
   for (const field of OUTPUT_CAP_FIELDS) {

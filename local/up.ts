@@ -10,6 +10,7 @@ import {
   type SandboxKind,
   type SettingsOf,
 } from "../config/index.js";
+import { openGatewayPacer } from "../gateway/pacer.js";
 import { runAliasResolver } from "../gateway/run-aliases.js";
 import { type Gateway, startGateway } from "../gateway/server.js";
 import type { Logger } from "../lib/log.js";
@@ -195,9 +196,20 @@ export async function startLocalPlane(opts: {
     ? startModelCallTracing({ endpoint: settings.otel.endpoint, serviceName: "evalfleet-gateway" })
     : undefined;
   let gateway: Gateway;
+  // The gateway paces every call in its model's pool through the fleet pacer on this plane's NATS (limits as the
+  // provider's headers tell them), as deployed replicas do.
+  let pacerNc: Awaited<ReturnType<typeof connectNats>> | undefined;
+  let pacer: Awaited<ReturnType<typeof openGatewayPacer>> | undefined;
+  const closePacer = async () => {
+    await pacer?.close();
+    await pacerNc?.close();
+  };
   try {
+    pacerNc = await connectNats(nats, { name: "evalfleet-gateway" });
+    pacer = await openGatewayPacer(pacerNc, {}, log.child({ part: "pacer" }));
     gateway = await startGateway({
       db,
+      pacer,
       ...(tracer ? { tracer } : {}),
       resolveAlias: runAliasResolver(db, upstreams.upstreams),
       host: settings.gateway.host,
@@ -205,6 +217,7 @@ export async function startLocalPlane(opts: {
       log: log.child({ part: "gateway" }),
     });
   } catch (err) {
+    await closePacer().catch(() => {});
     await upstreams.scripted?.close();
     await closeDb();
     await stopNats();
@@ -213,6 +226,7 @@ export async function startLocalPlane(opts: {
   // Whatever was started is stopped when a later step fails, so the process exits with the error, not lingering.
   const abandon = async (err: unknown): Promise<never> => {
     await gateway.close().catch(() => {});
+    await closePacer().catch(() => {});
     await upstreams.scripted?.close().catch(() => {});
     await closeDb().catch(() => {});
     await stopNats().catch(() => {});
@@ -278,6 +292,7 @@ export async function startLocalPlane(opts: {
       await running.shutdown(10_000);
       await running.ctx.plane.close();
       await gateway.close();
+      await closePacer();
       await tracer?.shutdown();
       await upstreams.scripted?.close();
       await closeDb();

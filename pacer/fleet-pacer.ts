@@ -170,8 +170,13 @@ export class FleetPacer implements Pacer {
       }
       if (link.owned || (link.record?.owner && this.now() - link.revSeenMs < this.leaseMs))
         ownerlessSince = null;
-      else if (ownerlessSince === null) ownerlessSince = this.now();
-      else if (this.now() - ownerlessSince > this.ownerWaitMs) {
+      else if (ownerlessSince === null)
+        // An owner that stopped beating has been gone since its lease ran out (if that was after we began).
+        ownerlessSince = link.record?.owner ? Math.max(startMs, link.revSeenMs + this.leaseMs) : this.now();
+      // Every wait below is cut at what is left of the bound, so it holds even when NATS does not answer at all.
+      const left =
+        ownerlessSince === null ? Number.POSITIVE_INFINITY : this.ownerWaitMs - (this.now() - ownerlessSince);
+      if (left <= 0) {
         this.send(link, { op: "cancel", id, i: cost.inputTokens, o: cost.outputTokens });
         throw noOwner(req.pool, this.ownerWaitMs, this.canOwn);
       }
@@ -181,16 +186,16 @@ export class FleetPacer implements Pacer {
       }
       const inbox = link.record?.owner ? link.record.inbox : null;
       if (!inbox) {
-        await this.resolve(link);
+        await within(this.resolve(link), left);
         if (!link.owned && !link.record?.owner)
-          await sleep(this.canOwn ? 50 : 250 + Math.random() * 250, signal);
+          await sleep(Math.min(left, this.canOwn ? 50 : 250 + Math.random() * 250), signal);
         continue;
       }
-      const outcome = await this.requestAdmit(inbox, id, cost, signal);
+      const outcome = await this.requestAdmit(inbox, id, cost, signal, Math.min(this.requestTimeoutMs, left));
       if (outcome === "ok") return this.admission(link, cost, startMs);
       if (outcome === "aborted") continue;
       if (outcome === "gone") await sleep(20, signal);
-      await this.resolve(link, true);
+      await within(this.resolve(link, true), left);
     }
   }
 
@@ -198,10 +203,11 @@ export class FleetPacer implements Pacer {
     inbox: string,
     id: string,
     cost: Cost,
-    signal?: AbortSignal,
+    signal: AbortSignal | undefined,
+    timeoutMs: number,
   ): Promise<"ok" | "redirect" | "gone" | "timeout" | "aborted"> {
     const body: Wire = { op: "admit", id, i: cost.inputTokens, o: cost.outputTokens };
-    const req = this.opts.nc.request(inbox, enc(body), { timeout: this.requestTimeoutMs });
+    const req = this.opts.nc.request(inbox, enc(body), { timeout: Math.max(1, Math.round(timeoutMs)) });
     let onAbort: (() => void) | undefined;
     const aborted = new Promise<"aborted">((resolve) => {
       onAbort = () => resolve("aborted");
@@ -538,6 +544,16 @@ function sleep(ms: number, signal?: AbortSignal): Promise<void> {
     }
     signal?.addEventListener("abort", done, { once: true });
   });
+}
+
+/** Wait for `p`, but no longer than `ms` (it goes on in the background; its failures are its own to log). */
+function within(p: Promise<void>, ms: number): Promise<void> {
+  if (!Number.isFinite(ms)) return p;
+  let t: NodeJS.Timeout | undefined;
+  const timer = new Promise<void>((resolve) => {
+    t = setTimeout(resolve, Math.max(0, ms));
+  });
+  return Promise.race([p, timer]).finally(() => clearTimeout(t));
 }
 
 export type { PoolLimits };

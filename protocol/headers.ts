@@ -10,3 +10,9 @@ export const AttributionHeaders = {
   /** the attempt the call belongs to (a run-wide key does not say; an attempt's key does, and wins) */
   attempt: "x-evalfleet-attempt",
 } as const;
+
+/** Headers the gateway adds to its answer for the shim (a harness may see them; they say nothing secret). */
+export const GatewayAnswerHeaders = {
+  /** ms the call waited for its pool's admission at the gateway: the shim's ledger row counts it as pacer wait */
+  pacerWaitMs: "x-evalfleet-pacer-wait-ms",
+} as const;

@@ -144,8 +144,3 @@ export const ApiSubjects = {
   attemptInbox: (run: string, cell: string, attempt: number) =>
     `_INBOX_ATTEMPT.${encodeToken(run)}.${encodeToken(cell)}.${attemptToken(attempt)}`,
 } as const;
-
-/** The pool an attempt draws admission from: one (harness, model) pair, i.e. one alias. */
-export function poolId(harness: string, model: string): string {
-  return `${harness}__${model}`;
-}

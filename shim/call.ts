@@ -252,6 +252,7 @@ function land(
     estimated: o.estimated,
     retry: retries > 0,
   });
+  ctx.state.totals.pacerWaitMs += o.gatewayWaitMs ?? 0;
   ctx.ledger.publish({
     type: MessageTypes.ledgerCall,
     callId,
@@ -275,7 +276,7 @@ function land(
     priceVersion: priced.priceVersion,
     latencyMs: o.latencyMs,
     ttfbMs: o.ttfbMs,
-    pacerWaitMs,
+    pacerWaitMs: pacerWaitMs + (o.gatewayWaitMs ?? 0),
     retries,
     clampedMaxTokens: call.clampedMaxTokens,
     estimated: o.estimated,

@@ -1,5 +1,6 @@
 import type { ServerResponse } from "node:http";
 import type { Dispatcher } from "undici";
+import { GatewayAnswerHeaders } from "../protocol/headers.js";
 import type { LedgerCall } from "../protocol/messages.js";
 import { AnthropicStreamMeter, anthropicJsonResult } from "../providers/anthropic.js";
 import { errorFromText, isOverload, isSpendLimit } from "../providers/errors.js";
@@ -21,6 +22,8 @@ export interface TryOutcome {
   startedAt: number;
   latencyMs: number;
   ttfbMs: number | null;
+  /** ms the gateway held the call for its pool's admission (its answer says so), 0 without a gateway that paces */
+  gatewayWaitMs?: number;
 }
 
 export interface Try {
@@ -48,6 +51,11 @@ function streamMeter(call: CallRequest): StreamMeter {
 function jsonResult(call: CallRequest, text: string): MeterResult {
   if (call.route.endpoint === "messages") return anthropicJsonResult(text);
   return openaiJsonResult(text, call.route.endpoint === "responses" ? "responses" : "chat");
+}
+
+function waitOf(v: string | string[] | undefined): number {
+  const n = Number(Array.isArray(v) ? v[0] : v);
+  return Number.isFinite(n) && n > 0 ? Math.round(n) : 0;
 }
 
 /** An error event that opens a stream, before any work, is an overload worth retrying (if it says so). */
@@ -113,6 +121,7 @@ export class UpstreamTry implements Dispatcher.DispatchHandler {
       startedAt: this.startedAt,
       latencyMs: Math.round(performance.now() - this.t0),
       ttfbMs: this.ttfbMs,
+      gatewayWaitMs: waitOf(this.headers[GatewayAnswerHeaders.pacerWaitMs]),
       ...o,
     };
   }

@@ -147,15 +147,22 @@ export async function setCellStatus(
   return r.rowCount > 0;
 }
 
-/** Cells of the run on this pool not yet final (cell ids begin with `<pool>__`). */
-export async function countOpenCellsOfPool(db: Db, run: string, pool: string): Promise<number> {
-  const prefix = `${pool}__`;
-  const r = await db.query<{ n: number }>(
-    `SELECT count(*)::int AS n FROM run_state
-      WHERE run_name = $1 AND left(cell_id, length($2)) = $2 AND status IN ('pending', 'running')`,
-    [run, prefix],
-  );
-  return Number(r.rows[0]?.n ?? 0);
+/** Cells of the run not yet final whose ids begin with one of the prefixes (a pool's: matrix.poolCellPrefixes). */
+export async function countOpenCellsOfPool(
+  db: Db,
+  run: string,
+  cellPrefixes: readonly string[],
+): Promise<number> {
+  let n = 0;
+  for (const prefix of cellPrefixes) {
+    const r = await db.query<{ n: number }>(
+      `SELECT count(*)::int AS n FROM run_state
+        WHERE run_name = $1 AND left(cell_id, length($2)) = $2 AND status IN ('pending', 'running')`,
+      [run, prefix],
+    );
+    n += Number(r.rows[0]?.n ?? 0);
+  }
+  return n;
 }
 
 /** How many cells the run has (run_state rows, any status). */

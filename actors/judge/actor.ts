@@ -21,15 +21,16 @@ import {
   VerdictSchema,
 } from "../../protocol/messages.js";
 import { nanoToNumber, usdToNano } from "../../protocol/money.js";
-import { poolId, StateKeys, Subjects } from "../../protocol/subjects.js";
+import { StateKeys, Subjects } from "../../protocol/subjects.js";
 import { Consumers } from "../../protocol/topology.js";
+import { wireModelId } from "../../providers/run-prices.js";
 import type { Db } from "../../store/db.js";
 import { createJudgeKey } from "../../store/keys.js";
 import { hasVerdict } from "../../store/results.js";
 import { Actor, type Delivery } from "../runtime/actor.js";
 import { readJob } from "../runtime/jobs.js";
 import { foreignBlobRef, reportRefusals } from "../runtime/security.js";
-import { callJudge, type JudgeAttempt, judgeEndpoint, modelId, priceTableFor } from "./call.js";
+import { callJudge, type JudgeAttempt, judgeEndpoint, priceTableFor } from "./call.js";
 import { JUDGE_SYSTEM, judgePrompt, parseVerdict } from "./prompt.js";
 
 export interface JudgeOptions {
@@ -66,7 +67,7 @@ function judgeKeys(opts: JudgeOptions): {
       if (!k) {
         k = createJudgeKey(opts.db, {
           run,
-          models: [modelId(model)],
+          models: [wireModelId(model)],
           capNanoUsd: config.budget_usd === undefined ? null : nanoToNumber(usdToNano(config.budget_usd)),
         });
         k.catch(() => minted.delete(run));
@@ -265,8 +266,9 @@ export function ledgerOf(
     attempt: job.attempt,
     traceId,
     model: a.servedModel,
-    alias: modelId(model),
-    pool: poolId("judge", model.name),
+    alias: wireModelId(model),
+    // the model's pool, shared with the harnesses calling it (the provider's limits are per key and model)
+    pool: wireModelId(model),
     provider: model.provider,
     endpoint: judgeEndpoint(model),
     status: a.status,

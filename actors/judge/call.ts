@@ -9,7 +9,7 @@ import { AttributionHeaders } from "../../protocol/headers.js";
 import { anthropicJsonResult } from "../../providers/anthropic.js";
 import { openaiJsonResult } from "../../providers/openai.js";
 import type { PriceTable } from "../../providers/pricing.js";
-import { modelPriceTable } from "../../providers/run-prices.js";
+import { modelPriceTable, wireModelId } from "../../providers/run-prices.js";
 import { emptyTokenUsage, type TokenUsage } from "../../providers/types.js";
 
 export interface JudgeCallRequest {
@@ -46,11 +46,6 @@ export function priceTableFor(model: ModelSpec): PriceTable {
   return modelPriceTable(model);
 }
 
-/** The model id sent on the wire: the alias the gateway maps, else the name. */
-export function modelId(model: ModelSpec): string {
-  return model.alias ?? model.name;
-}
-
 function endpointOf(model: ModelSpec): { path: string; endpoint: "messages" | "chat_completions" } {
   return model.provider === "openai"
     ? { path: "/v1/chat/completions", endpoint: "chat_completions" }
@@ -63,7 +58,7 @@ export function judgeEndpoint(model: ModelSpec): "messages" | "chat_completions"
 
 function requestOf(req: JudgeCallRequest, callId: string): { url: string; init: RequestInit } {
   const base = req.baseUrl.replace(/\/+$/, "").replace(/\/v1$/, "");
-  const id = modelId(req.model);
+  const id = wireModelId(req.model);
   const headers: Record<string, string> = {
     "content-type": "application/json",
     ...req.headers,
@@ -126,7 +121,7 @@ export async function callOnce(req: JudgeCallRequest, prices: PriceTable): Promi
   const { url, init } = requestOf(req, callId);
   const started = Date.now();
   const startedAt = new Date(started).toISOString();
-  const id = modelId(req.model);
+  const id = wireModelId(req.model);
   let res: Response;
   let bodyText: string;
   try {

@@ -5,12 +5,14 @@ import { sizeFleet } from "../../pacer/fleet.js";
 import { type PacerPools, poolConfig } from "../../pacer/local.js";
 import type { Plane } from "../../plane/connect.js";
 import { compareAndSet, TypedKv } from "../../plane/kv.js";
+import { RunConfigSchema } from "../../protocol/config.js";
 import { type RunProgress, RunProgressSchema } from "../../protocol/messages.js";
 import { PacerOwnerSchema, PoolSizeRecordSchema } from "../../protocol/state.js";
 import { ProgressKeys, StateKeys } from "../../protocol/subjects.js";
 import type { Db } from "../../store/db.js";
 import { type PoolObservations, poolObservations } from "../../store/ledger.js";
-import { countOpenCellsOfPool } from "../../store/results.js";
+import { countOpenCellsOfPool, getRunMetadata } from "../../store/results.js";
+import { poolCellPrefixes } from "./matrix.js";
 
 /*
  * Fleet sizing for the dispatcher: per pool, how many attempts to run at once so the pool's limits are used and no
@@ -185,11 +187,19 @@ export async function sizeRunPool(
   return sizePool({
     limits,
     observed,
-    pendingAttempts: pendingAttempts ?? (await countOpenCellsOfPool(ctx.db, run, pool)),
+    pendingAttempts: pendingAttempts ?? (await openCellsOfPool(ctx.db, run, pool)),
     ...(cfg?.cacheReadInputWeight === undefined ? {} : { cacheReadInputWeight: cfg.cacheReadInputWeight }),
     ...(cfg?.cacheWriteInputWeight === undefined ? {} : { cacheWriteInputWeight: cfg.cacheWriteInputWeight }),
     ...(rec?.stats?.outputTokensP95 ? { outputTokensP95: rec.stats.outputTokensP95 } : {}),
   });
+}
+
+/** A pool's cells of the run not yet final (the pool is a model: its cells are every harness's with that model). */
+async function openCellsOfPool(db: Db, run: string, pool: string): Promise<number> {
+  const meta = await getRunMetadata(db, run);
+  if (!meta) return 0;
+  const config = RunConfigSchema.safeParse(JSON.parse(meta.configJson));
+  return config.success ? countOpenCellsOfPool(db, run, poolCellPrefixes(config.data, pool)) : 0;
 }
 
 /** The run key's `pools`: capped pools only (the dispatcher reads a fleetSize > 0 as a cap). */

@@ -6,7 +6,7 @@ import {
   type TaskSpec,
 } from "../../protocol/config.js";
 import { ErrorCode, EvalfleetError, type Issue, ValidationError } from "../../protocol/errors.js";
-import { poolId } from "../../protocol/subjects.js";
+import { wireModelId } from "../../providers/run-prices.js";
 
 /** One cell of the matrix: a harness, a model (and maybe a review model), a task and a repeat index. */
 export interface Cell {
@@ -40,6 +40,12 @@ export function cellIdOf(
   return review === undefined ? base : `${base}__rev-${review}`;
 }
 
+/** The cell-id prefixes (`harness__model__`) of one pool's cells: every harness with each model of that pool. */
+export function poolCellPrefixes(config: RunConfig, pool: string): string[] {
+  const models = config.models.filter((m) => wireModelId(m) === pool);
+  return config.harnesses.flatMap((h) => models.map((m) => `${h.name}__${m.name}__`));
+}
+
 /** Per-phase trace id: `{cell_id}__phase-{phase}`. */
 export function phaseTraceId(cellId: string, phase: string): string {
   return `${cellId}__phase-${phase}`;
@@ -66,8 +72,10 @@ export function buildMatrix(config: RunConfig, tasks: readonly TaskSpec[]): Cell
   const implModels = config.models.filter((m) => m.role === "implementation");
   const reviewModels = config.models.filter((m) => m.role === "review");
   const cells: Cell[] = [];
+  // The pacer pool is the model as the provider knows it: its limits are per key and model, so every harness (and
+  // the judge) calling one model shares one pool, the one the gateway paces and fleet sizing reads.
+  const pools = new Map(config.models.map((m) => [m, wireModelId(m)]));
   for (const harness of config.harnesses) {
-    const pools = new Map(config.models.map((m) => [m, poolId(harness.name, m.name)]));
     for (const task of tasks) {
       if (task.track === "multi_phase" && hasReviewPhase(task)) {
         if (implModels.length === 0)

@@ -1,11 +1,11 @@
 import type { Command } from "commander";
 import { openDatabase } from "../../actors/runtime/main.js";
 import { loadSettings } from "../../config/index.js";
+import { openGatewayPacer } from "../../gateway/pacer.js";
 import { runAliasResolver } from "../../gateway/run-aliases.js";
 import { startGateway } from "../../gateway/server.js";
 import { createLogger } from "../../lib/log.js";
 import { startModelCallTracing } from "../../lib/otel.js";
-import { FleetPacer } from "../../pacer/fleet-pacer.js";
 import { connectNats } from "../../plane/connect.js";
 import type { Pacer } from "../../protocol/pacer.js";
 
@@ -43,7 +43,7 @@ export function register(program: Command): void {
       if (settings.nats.configured) {
         const conn = await connectNats(settings.nats, { name: "gateway" });
         nc = conn;
-        pacer = await FleetPacer.open({ nc: conn, pools: settings.file.pools, log });
+        pacer = await openGatewayPacer(conn, settings.file.pools, log);
       }
       const tracer = settings.otel.endpoint
         ? startModelCallTracing({ endpoint: settings.otel.endpoint, serviceName: "evalfleet-gateway" })

@@ -157,7 +157,7 @@ describe("judge", () => {
     assert.equal(l.costNanoUsd, call.costNanoUsd);
     assert.equal(l.status, "ok");
     assert.equal(l.run, "judged");
-    assert.equal(l.pool, "judge__claude-sonnet-4-5");
+    assert.equal(l.pool, "claude-sonnet-4-5");
     assert.equal(l.traceId, "cell-a__judge");
   });
 

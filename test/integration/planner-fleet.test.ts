@@ -7,7 +7,7 @@ import type { Actor } from "../../actors/runtime/actor.js";
 import { silentLogger } from "../../lib/log.js";
 import type { Plane } from "../../plane/connect.js";
 import type { RunProgress } from "../../protocol/messages.js";
-import { ProgressKeys, poolId, StateKeys, Subjects } from "../../protocol/subjects.js";
+import { ProgressKeys, StateKeys, Subjects } from "../../protocol/subjects.js";
 import { insertLedgerCalls, type LedgerCallRow, setCellStatus } from "../../store/results.js";
 import { type PlaneRig, startPlaneRig } from "../helpers/plane-rig.js";
 import { waitFor } from "../helpers/wait.js";
@@ -17,7 +17,8 @@ let plane: Plane;
 let planner: Actor;
 
 const RUN = "fleet-run";
-const POOL = poolId("h", "m");
+/** the model's pool: its name as the provider knows it */
+const POOL = "m";
 
 before(async () => {
   rig = await startPlaneRig("planner-fleet", { tasks: ["t1", "t2", "t3"].map((id) => ({ id })) });
@@ -69,7 +70,7 @@ it("sizes the pool by Little's law from the ledger and the pacer's limits, keepi
   assert.match(String(poolAtPlan?.reason), /no limits/);
 
   // Three attempts running, one done; each made 4 calls of 2 s, 500 ms apart: 9.5 s for 4 calls.
-  const cells = ["t1__r0", "t1__r1", "t2__r0", "t2__r1"].map((s) => `${POOL}__${s}`);
+  const cells = ["t1__r0", "t1__r1", "t2__r0", "t2__r1"].map((s) => `h__${POOL}__${s}`);
   for (const c of cells.slice(0, 3)) await setCellStatus(rig.store.db, RUN, c, "running");
   await setCellStatus(rig.store.db, RUN, cells[3]!, "completed");
   const t0 = Date.parse("2026-01-01T00:00:00Z");

@@ -16,9 +16,10 @@ import {
   type CellWork,
   MessageTypes,
 } from "../../protocol/messages.js";
-import { poolId, StateKeys, Subjects } from "../../protocol/subjects.js";
+import { StateKeys, Subjects } from "../../protocol/subjects.js";
 import { JobRefEnv } from "../../protocol/task.js";
 import { Streams } from "../../protocol/topology.js";
+import { wireModelId } from "../../providers/run-prices.js";
 import {
   type ScriptedProvider,
   type ScriptedProviderOptions,
@@ -108,7 +109,7 @@ export async function startTaskRig(providerOpts: ScriptedProviderOptions = {}): 
         type: MessageTypes.cellWork,
         run: config.name,
         cellId,
-        pool: poolId(harness.name, model.name),
+        pool: wireModelId(model),
         harness: harness.name,
         model: model.name,
         reviewModel,

@@ -22,14 +22,7 @@ import {
   nameProblem,
   safeSlug,
 } from "../../protocol/names.js";
-import {
-  ApiSubjects,
-  BlobNames,
-  ProgressKeys,
-  poolId,
-  StateKeys,
-  Subjects,
-} from "../../protocol/subjects.js";
+import { ApiSubjects, BlobNames, ProgressKeys, StateKeys, Subjects } from "../../protocol/subjects.js";
 import { attemptDirs, repoMirrorPath } from "../../task/workdir.js";
 import { hostileString } from "../helpers/hostile.js";
 import { subjectMatches } from "../helpers/nats.js";
@@ -164,7 +157,7 @@ describe("every place a name becomes a subject, key, object name, path or contai
       fc.property(anyName(), anyName(), attempt, (run, cell, n) => {
         assertKey(ProgressKeys.run(run), 2);
         assertKey(ProgressKeys.cell(run, cell), 3);
-        assertKey(ProgressKeys.pool(run, poolId(run, cell)), 3);
+        assertKey(ProgressKeys.pool(run, cell), 3);
         assertKey(ProgressKeys.actor(run, cell), 3);
         assertKey(StateKeys.budget(run), 2);
         assertKey(StateKeys.job(run, cell), 3);
@@ -173,7 +166,7 @@ describe("every place a name becomes a subject, key, object name, path or contai
         assertKey(StateKeys.control(run), 2);
         assertKey(StateKeys.claim(run, cell, n), 4);
         assertKey(StateKeys.cellLaunch(run, cell), 3);
-        assertKey(StateKeys.pacerPool(poolId(run, cell)), 2);
+        assertKey(StateKeys.pacerPool(cell), 2);
       }),
       { numRuns: 2000 },
     );
