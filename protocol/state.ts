@@ -20,6 +20,8 @@ export const OpenCellSchema = z.object({
   x: z.boolean(),
   /** attempts whose actual cost was already applied (reconcile is idempotent per attempt) */
   a: z.array(count),
+  /** the billable part of that cost (earlier attempts of a cell still open), so the ledger follower can leave it out */
+  s: nano.default(0),
 });
 export type OpenCell = z.output<typeof OpenCellSchema>;
 
@@ -36,6 +38,12 @@ export const BudgetStateSchema = z.object({
   /** actual spend reconciled since creation: all cells, and the non-exempt part */
   totalNano: nano,
   billableNano: nano,
+  /**
+   * billable spend the ledger holds for closed cells beyond what their attempts reported: calls no attempt reported
+   * (the judge's, a task's that died without a result, the gateway's settled ones). Recomputed from the ledger, never
+   * accumulated (dispatcher/budget.ts followLedger).
+   */
+  ledgerExtraNano: nano.default(0),
   open: z.record(z.string(), OpenCellSchema),
   /** revision of the run config (jobs bucket) the cap came from: an older config never moves it back */
   configRev: count,

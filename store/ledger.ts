@@ -138,6 +138,56 @@ export async function ledgerTotals(db: Db, runName: string): Promise<LedgerTotal
   };
 }
 
+/** Billable ledger calls: cost mode (the row's own, else its cell's result row's) not `subscription`. */
+const BILLABLE_CALL = `COALESCE(l.cost_mode, (SELECT r.cost_mode FROM run_results r
+                                     WHERE r.run_name = l.run_name AND r.cell_id = l.cell_id))
+                      IS DISTINCT FROM 'subscription'`;
+
+/**
+ * A run's billable spend now, per cell, for the live budget (dispatcher/budget.ts followLedger): the larger of the
+ * ledger's billable calls (voided retries included: that money was spent) and what the gateway's spend log settled
+ * for the cell's non-exempt keys, which covers calls whose ledger rows come in only when the run ends. Calls in
+ * flight are left out: a worst-case reservation is not spend.
+ */
+export async function liveBillableByCell(db: Db, runName: string): Promise<Record<string, number>> {
+  const r = await db.query<{ cell_id: string; n: string }>(
+    `WITH l AS (SELECT l.cell_id, sum(l.cost_nano_usd) AS n FROM ledger_calls l
+                 WHERE l.run_name = $1 AND ${BILLABLE_CALL} GROUP BY l.cell_id),
+          g AS (SELECT cell_id, sum(cost_nano_usd) AS n FROM gateway_spend_log
+                 WHERE run_name = $1 AND cell_id IS NOT NULL AND NOT exempt AND status IS DISTINCT FROM 'pending'
+                 GROUP BY cell_id)
+     SELECT COALESCE(l.cell_id, g.cell_id) AS cell_id, GREATEST(COALESCE(l.n, 0), COALESCE(g.n, 0))::text AS n
+       FROM l FULL OUTER JOIN g ON g.cell_id = l.cell_id`,
+    [runName],
+  );
+  const out: Record<string, number> = {};
+  for (const row of r.rows) {
+    const n = nanoToNumber(BigInt(row.n));
+    if (n > 0) out[row.cell_id] = n;
+  }
+  return out;
+}
+
+/** One attempt's billable spend as the ledger and the gateway's settled log hold it now (the larger). */
+export async function attemptBillableNanoUsd(
+  db: Db,
+  run: string,
+  cellId: string,
+  attempt: number,
+): Promise<number> {
+  const r = await db.query<{ ledger: string; gateway: string }>(
+    `SELECT (SELECT COALESCE(sum(l.cost_nano_usd), 0) FROM ledger_calls l
+              WHERE l.run_name = $1 AND l.cell_id = $2 AND l.attempt = $3 AND ${BILLABLE_CALL})::text AS ledger,
+            (SELECT COALESCE(sum(cost_nano_usd), 0) FROM gateway_spend_log
+              WHERE run_name = $1 AND cell_id = $2 AND attempt = $3 AND NOT exempt
+                AND status IS DISTINCT FROM 'pending')::text AS gateway`,
+    [run, cellId, attempt],
+  );
+  const ledger = BigInt(r.rows[0]?.ledger ?? "0");
+  const gateway = BigInt(r.rows[0]?.gateway ?? "0");
+  return nanoToNumber(ledger > gateway ? ledger : gateway);
+}
+
 // ---- fleet sizing's observations (planner/fleet.ts) --------------------------------------------------------
 
 /** Ledger figures for one pool: means per call (tokens as the ledger counts them) and per attempt. */

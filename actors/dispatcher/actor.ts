@@ -12,6 +12,7 @@ import {
 import { Subjects } from "../../protocol/subjects.js";
 import { Consumers } from "../../protocol/topology.js";
 import type { Db } from "../../store/db.js";
+import { liveBillableByCell } from "../../store/ledger.js";
 import { getRunMetadata } from "../../store/results.js";
 import { Actor } from "../runtime/actor.js";
 import type { LaunchBackend } from "./backends/types.js";
@@ -41,6 +42,8 @@ export interface DispatcherOptions {
   staleClaimMs?: number;
   /** how often to look for attempts orphaned by a dead replica */
   reapMs?: number;
+  /** how often the live budget is trued up to the ledger (default 5 s) */
+  ledgerMs?: number;
   capacityPollMs?: number;
   /** the NATS account's signing key: each attempt's task gets a NATS user of its own (plane/nats-auth.ts) */
   natsSigner?: AccountSigner;
@@ -148,9 +151,24 @@ export async function startDispatcher(opts: DispatcherOptions): Promise<Actor> {
       });
   }, opts.reapMs ?? 15_000);
   reaper.unref();
+  // The live budget follows the ledger: spend no attempt reported (the judge's calls, a dead task's, the gateway's
+  // settled ones) reduces what is left for the cells still to admit.
+  let following = false;
+  const follower = setInterval(() => {
+    if (following) return;
+    following = true;
+    book
+      .followLedgers((run) => liveBillableByCell(db, run))
+      .catch((err: unknown) => log.warn({ err: String(err) }, "following the ledger failed"))
+      .finally(() => {
+        following = false;
+      });
+  }, opts.ledgerMs ?? 5_000);
+  follower.unref();
   void actor.stopped.then(async () => {
     clearInterval(observer);
     clearInterval(reaper);
+    clearInterval(follower);
     runWatch.stop();
     await control?.stop();
     if (opts.closeBackend !== false) await backend.close().catch(() => {});

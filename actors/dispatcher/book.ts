@@ -11,6 +11,8 @@ import {
   type BudgetOpResult,
   type BudgetState,
   counts,
+  formatUsd4,
+  type LedgerResult,
   newBudgetState,
   type ReconcileRequest,
   type ReconcileResult,
@@ -39,6 +41,8 @@ export class BudgetBook {
   private readonly queues = new Map<string, Pending[]>();
   private readonly busy = new Set<string>();
   private readonly waiters = new Set<() => void>();
+  /** Runs booked in here with a cap, until they have nothing open: the ones whose ledger the budget follows. */
+  private readonly following = new Set<string>();
 
   private readonly states: TypedKv<typeof BudgetStateSchema>;
 
@@ -56,6 +60,30 @@ export class BudgetBook {
 
   reconcile(run: string, op: Omit<ReconcileRequest, "kind">): Promise<ReconcileResult> {
     return this.enqueue(run, { kind: "reconcile", ...op }) as Promise<ReconcileResult>;
+  }
+
+  /**
+   * True each followed run's balance up to its ledger (`billableOf`: the run's billable spend now; budget.ts
+   * followLedger says how). A run leaves the set once it has nothing open, and comes back when it books again.
+   */
+  async followLedgers(billableOf: (run: string) => Promise<Record<string, number>>): Promise<void> {
+    for (const run of [...this.following]) {
+      const state = await this.read(run);
+      if (!state || state.budgetNano === null) {
+        this.following.delete(run);
+        continue;
+      }
+      const r = (await this.enqueue(run, {
+        kind: "ledger",
+        byCell: await billableOf(run),
+      })) as LedgerResult;
+      if (r.changed)
+        this.log.info(
+          { run, extraNano: r.extraNano, remainingNano: r.remainingNano },
+          `budget: the ledger holds ${formatUsd4(r.extraNano)} no attempt reported; ${formatUsd4(r.remainingNano)} remains`,
+        );
+      if (Object.keys(state.open).length === 0) this.following.delete(run);
+    }
   }
 
   /** Resolves on the next local release of capacity, or after `ms` (another replica may have released). */
@@ -76,6 +104,7 @@ export class BudgetBook {
   }
 
   private enqueue(run: string, op: BudgetOp): Promise<BudgetOpResult> {
+    if (op.kind === "admit") this.following.add(run);
     return new Promise((resolve, reject) => {
       let q = this.queues.get(run);
       if (!q) {

@@ -25,6 +25,7 @@ export function newBudgetState(
     historicalBillableNano,
     totalNano: 0,
     billableNano: 0,
+    ledgerExtraNano: 0,
     open: {},
     configRev,
     createdAt: new Date().toISOString(),
@@ -71,8 +72,16 @@ export type ReconcileResult = {
   overspent: boolean;
 };
 
-export type BudgetOp = AdmitRequest | ReconcileRequest;
-export type BudgetOpResult = AdmitResult | ReconcileResult;
+/** The run's billable spend per cell as the ledger (and the gateway's settled log) hold it now. */
+export interface LedgerRequest {
+  kind: "ledger";
+  byCell: Readonly<Record<string, number>>;
+}
+
+export type LedgerResult = { kind: "ledgered"; extraNano: number; remainingNano: number; changed: boolean };
+
+export type BudgetOp = AdmitRequest | ReconcileRequest | LedgerRequest;
+export type BudgetOpResult = AdmitResult | ReconcileResult | LedgerResult;
 
 /** "$0.0123": four decimals, as the seed prints it; exact integer rounding half away from zero. */
 export function formatUsd4(nano: number): string {
@@ -118,7 +127,8 @@ function applyBudgetChange(state: BudgetState, budgetNano: number | null, config
   if (budgetNano === state.budgetNano) return true;
   if (state.budgetNano !== null && budgetNano !== null) state.remainingNano += budgetNano - state.budgetNano;
   else if (budgetNano !== null)
-    state.remainingNano = budgetNano - state.historicalBillableNano - state.billableNano;
+    state.remainingNano =
+      budgetNano - state.historicalBillableNano - state.billableNano - (state.ledgerExtraNano ?? 0);
   state.budgetNano = budgetNano;
   return true;
 }
@@ -126,7 +136,33 @@ function applyBudgetChange(state: BudgetState, budgetNano: number | null, config
 /** Apply one op to `state` in place. `running` carries the derived counts across a batch. */
 export function applyOp(state: BudgetState, op: BudgetOp, running: BatchCounts): BudgetOpResult {
   if (op.kind === "admit") return admit(state, op, running);
+  if (op.kind === "ledger") return followLedger(state, op, running);
   return reconcile(state, op, running);
+}
+
+/**
+ * The live budget follows the ledger. Attempts reconcile what they report; spend no attempt reported (judge calls,
+ * a task that died without a result, calls the gateway settled for a shim that could not meter them) shows up only
+ * in the ledger. Open cells are covered by their reservations, so only closed cells are compared: their billable
+ * ledger against what the state accounts for them (historical and reconciled spend, less what open cells' earlier
+ * attempts reconciled), and whatever the ledger holds beyond that is deducted. It is recomputed each time, never
+ * added up, so spend a later reconcile counts is never counted twice.
+ */
+function followLedger(state: BudgetState, op: LedgerRequest, running: BatchCounts): LedgerResult {
+  let closedLedger = 0;
+  for (const [cell, n] of Object.entries(op.byCell)) if (!state.open[cell]) closedLedger += n;
+  let openReconciled = 0;
+  for (const c of Object.values(state.open)) if (!c.x) openReconciled += c.s ?? 0;
+  const accounted = state.historicalBillableNano + state.billableNano - openReconciled;
+  const extra = Math.max(0, closedLedger - accounted);
+  const prev = state.ledgerExtraNano ?? 0;
+  const changed = extra !== prev;
+  if (changed) {
+    if (state.budgetNano !== null) state.remainingNano -= extra - prev;
+    state.ledgerExtraNano = extra;
+    running.changed = true;
+  }
+  return { kind: "ledgered", extraNano: extra, remainingNano: state.remainingNano, changed };
 }
 
 function admit(state: BudgetState, op: AdmitRequest, running: BatchCounts): AdmitResult {
@@ -151,7 +187,7 @@ function admit(state: BudgetState, op: AdmitRequest, running: BatchCounts): Admi
       };
     state.remainingNano -= reserve;
   }
-  state.open[op.cellId] = { r: reserve, p: op.pool, x: op.exempt, a: [] };
+  state.open[op.cellId] = { r: reserve, p: op.pool, x: op.exempt, a: [], s: 0 };
   running.changed = true;
   running.running++;
   running.pools.set(op.pool, (running.pools.get(op.pool) ?? 0) + 1);
@@ -171,6 +207,7 @@ function reconcile(state: BudgetState, op: ReconcileRequest, running: BatchCount
     state.totalNano += op.actualNano;
     if (!cell.x) {
       state.billableNano += op.actualNano;
+      cell.s = (cell.s ?? 0) + op.actualNano;
       if (state.budgetNano !== null) state.remainingNano -= op.actualNano;
     }
   }

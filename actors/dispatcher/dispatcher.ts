@@ -15,6 +15,7 @@ import {
 import { classifyAttempt, retriesOf } from "../../protocol/retry.js";
 import { ProgressKeys, Subjects } from "../../protocol/subjects.js";
 import type { Db } from "../../store/db.js";
+import { attemptBillableNanoUsd } from "../../store/ledger.js";
 import type { Delivery } from "../runtime/actor.js";
 import type { JobRef, LaunchBackend, LaunchRef, StopClass } from "./backends/types.js";
 import type { BudgetBook } from "./book.js";
@@ -404,10 +405,21 @@ export class Dispatcher {
     const cls = classifyAttempt(r.status, retriesOf(r.attempt, base), { timeoutPolicy });
     const state = this.d.control().state(r.run);
     const final = !superseded && (cls.final || state !== "active");
+    // What the attempt reported, or what the ledger already holds of it when that is more (a task that died
+    // without a result reports 0; its calls are in the ledger or the gateway's log).
+    const ledgered = await attemptBillableNanoUsd(this.d.db, r.run, r.cellId, r.attempt).catch(
+      (err: unknown) => {
+        this.d.log.warn(
+          { err: String(err), run: r.run, cell: r.cellId },
+          "reading the attempt's ledger failed",
+        );
+        return 0;
+      },
+    );
     const rec = await this.d.book.reconcile(r.run, {
       cellId: r.cellId,
       attempt: r.attempt,
-      actualNano: r.usage.costNanoUsd,
+      actualNano: Math.max(r.usage.costNanoUsd, ledgered),
       final,
     });
     if (rec.overspent)

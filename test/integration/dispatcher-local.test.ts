@@ -59,7 +59,7 @@ describe("dispatcher local backend", () => {
     assert.equal(died?.status, "HARNESS_ERROR");
     assert.equal(died?.exitCode, 3);
     assert.match(died?.errorMessage ?? "", /exited with code 3 without publishing a result/);
-    assert.match(died?.stderr ?? "", /task local1\/h__m__dies__r0\/0 pool=h__m key=\[REDACTED\]/);
+    assert.match(died?.stderr ?? "", /task local1\/h__m__dies__r0\/0 pool=m key=\[REDACTED\]/);
     // HARNESS_ERROR is final at once: attempt 0 only.
     assert.ok(all.every((r) => r.attempt === 0));
   });

@@ -94,4 +94,41 @@ describe("budget math", () => {
     applyOp(s, admitOp("b", { budgetNano: USD, configRev: 1 }), run); // stale replica
     assert.equal(s.budgetNano, 3 * USD);
   });
+
+  it("follows the ledger: spend no attempt reported is deducted once, never counted twice after a reconcile", () => {
+    const s = newBudgetState("r", USD, 0, 1);
+    const run = counts(s);
+    const ledger = (byCell: Record<string, number>) => applyOp(s, { kind: "ledger", byCell }, run);
+    applyOp(s, admitOp("a", { estimateNano: USD / 10 }), run); // reserves 0.10
+    applyOp(s, admitOp("b", { estimateNano: USD / 10 }), run);
+    // Calls of open cells are covered by their reservations: nothing to deduct, however much they have spent.
+    assert.deepEqual(ledger({ a: USD / 20, b: USD / 4 }), {
+      kind: "ledgered",
+      extraNano: 0,
+      remainingNano: 0.8 * USD,
+      changed: false,
+    });
+    // a ends reporting 0.05; then the judge spends 0.30 on it, which no attempt reports.
+    applyOp(s, { kind: "reconcile", cellId: "a", attempt: 0, actualNano: USD / 20, final: true }, run);
+    assert.equal(s.remainingNano, 0.85 * USD);
+    const j = ledger({ a: 0.35 * USD, b: USD / 4 });
+    assert.equal(j.kind === "ledgered" && j.extraNano, 0.3 * USD);
+    assert.equal(s.remainingNano, 0.55 * USD, "1.00 − a's 0.35 − b's 0.10 reservation");
+    // Following again changes nothing: the extra is recomputed, not added up.
+    ledger({ a: 0.35 * USD, b: USD / 4 });
+    assert.equal(s.remainingNano, 0.55 * USD);
+    // b fails once (0.25 reconciled, the cell stays open for its retry), then ends having spent 0.05 more.
+    applyOp(s, { kind: "reconcile", cellId: "b", attempt: 0, actualNano: USD / 4, final: false }, run);
+    ledger({ a: 0.35 * USD, b: USD / 4 });
+    assert.equal(s.ledgerExtraNano, 0.3 * USD, "an open cell's reconciled attempt is not a's extra");
+    applyOp(s, { kind: "reconcile", cellId: "b", attempt: 1, actualNano: USD / 20, final: true }, run);
+    ledger({ a: 0.35 * USD, b: 0.3 * USD });
+    assert.equal(s.remainingNano, 0.35 * USD, "0.65 spent in all, each call counted once");
+    // A cell admitted now sees that balance: an estimate of 0.40 is skipped.
+    assert.equal(applyOp(s, admitOp("c", { estimateNano: 0.4 * USD }), run).kind, "skipped");
+    // A run without a cap never moves its balance.
+    const free = newBudgetState("f", null, 0, 1);
+    applyOp(free, { kind: "ledger", byCell: { a: USD } }, counts(free));
+    assert.equal(free.remainingNano, 0);
+  });
 });
