@@ -5,7 +5,7 @@ import { insertLedgerCalls, type LedgerCallRow } from "../../store/results.js";
 import { lockCells, refreshAttemptTotals, refreshPhaseTotals, voidSuperseded } from "../../store/writer.js";
 import { reportRefusals } from "../runtime/security.js";
 import { cellFinalOf } from "./attempts.js";
-import type { WriterContext } from "./context.js";
+import { cellKey, type WriterContext } from "./context.js";
 import type { CellFinal } from "./progress.js";
 
 export function ledgerRow(c: LedgerCall): LedgerCallRow {
@@ -82,10 +82,17 @@ export async function landLedger(ctx: WriterContext, calls: readonly LedgerCall[
   countLanded(unique, inserted);
   // A call that lands after its attempt's final result changes the cell's figures: refresh its key too.
   const finals: CellFinal[] = [];
-  for (const t of totals) {
+  const ended = totals.filter((t) => isStatus(t.status));
+  // Classified as the attempt's own result is: under its run's timeout_policy, retries from its submission's first.
+  const works =
+    ended.length === 0
+      ? new Map()
+      : await ctx.cells.getMany(ended.map((t) => ({ run: t.runName, cellId: t.cellId })));
+  for (const t of ended) {
     if (!isStatus(t.status)) continue;
-    const base = (await ctx.claims.base(t.runName, t.cellId, t.attempt)) ?? 0;
-    const cls = classifyAttempt(t.status, retriesOf(t.attempt, base));
+    const work = works.get(cellKey(t.runName, t.cellId)) ?? null;
+    const base = (await ctx.claims.base(t.runName, t.cellId, t.attempt)) ?? work?.firstAttempt ?? 0;
+    const cls = classifyAttempt(t.status, retriesOf(t.attempt, base), { timeoutPolicy: work?.timeoutPolicy });
     if (cls.final)
       finals.push(cellFinalOf(t, cls.cellStatus === "failed" ? "failed" : "completed", cls.errorClass));
   }
