@@ -40,6 +40,9 @@ before(async () => {
         calls: 1,
       },
     },
+    // The stored balance and its rebuild alone: the live follower (dispatcher-ledger-budget.test.ts) would true the
+    // voided retry inserted below into the balance at a moment of its own.
+    extra: { ledgerMs: 3_600_000 },
   });
 });
 
