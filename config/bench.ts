@@ -123,7 +123,7 @@ const containers = knobs(
   "`npm run bench:containers`: attempt start with a container per attempt against plain processes.",
   {
     attempts: count("BENCH_ATTEMPTS", "attempts of the shipped calc task, all at once", "50", 10_000),
-    holdS: count("BENCH_HOLD_S", "how long each harness holds, seconds", "20", 3600),
+    holdS: count("BENCH_HOLD_S", "how long each harness holds, seconds", "90", 3600),
   },
 );
 
