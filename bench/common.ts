@@ -60,6 +60,13 @@ export async function streamSeqs(plane: Plane): Promise<Map<string, number>> {
   return out;
 }
 
+/** Bytes each stream (KV buckets and the object store included) holds now. */
+export async function streamBytes(plane: Plane): Promise<Map<string, number>> {
+  const out = new Map<string, number>();
+  for await (const s of plane.jsm.streams.list()) out.set(s.config.name, s.state.bytes);
+  return out;
+}
+
 /** A bench's own plane: nats-server, database, a task library; `close()` stops what it started, actors first. */
 export interface BenchPlane {
   nats: TestNats;

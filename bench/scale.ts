@@ -23,7 +23,7 @@ import { silentLogger } from "../lib/log.js";
 import { emptyUsage } from "../protocol/messages.js";
 import { ProgressKeys, Subjects } from "../protocol/subjects.js";
 import type { Db } from "../store/db.js";
-import { machineCpuS, procCpuS, rssMbOf, startBenchPlane, streamSeqs } from "./common.js";
+import { machineCpuS, procCpuS, rssMbOf, startBenchPlane, streamBytes, streamSeqs } from "./common.js";
 import { ForkedSimBackend, thinkMsFor } from "./sim-workers.js";
 
 const { bench } = loadBenchSettings("scale");
@@ -242,10 +242,14 @@ async function main() {
     let fullAt: number | null = null;
     let phase = "";
     const deadline = started0 + DEADLINE_S * 1000;
+    // Storage: the most each stream held at once (work queues drain as they are acked) and what it keeps at the end.
+    const peakBytes = new Map<string, number>();
     for (;;) {
       await new Promise((r) => setTimeout(r, 2_000));
       const now = performance.now();
       const seqs = total(await streamSeqs(client));
+      for (const [name, b] of await streamBytes(client))
+        peakBytes.set(name, Math.max(peakBytes.get(name) ?? 0, b));
       const mem = process.memoryUsage();
       const inFlight = launched - finished;
       const s: Sample = {
@@ -293,6 +297,12 @@ async function main() {
       if (d > 0) perStream[name] = d;
     }
     const msgs = total(seqs1) - total(seqs0);
+    const perAttempt = (b: number) => Math.round(b / Math.max(1, finished));
+    const bytesPerAttempt: Record<string, { peak: number; kept: number }> = {};
+    for (const [name, kept] of await streamBytes(client)) {
+      const peak = Math.max(peakBytes.get(name) ?? 0, kept);
+      if (peak > 0) bytesPerAttempt[name] = { peak: perAttempt(peak), kept: perAttempt(kept) };
+    }
     await sub.drain();
     const rows = Number(
       (
@@ -342,6 +352,11 @@ async function main() {
         .join(", ")}`,
     );
     console.log(
+      `storage per attempt, bytes (most held at once / kept at the end): ${Object.entries(bytesPerAttempt)
+        .map(([k, v]) => `${k} ${v.peak} / ${v.kept}`)
+        .join(", ")}`,
+    );
+    console.log(
       `attempt results published on attempts.> (seen by a core subscriber): ${published} for ${finished} attempts`,
     );
     if (CALLS > 0)
@@ -378,6 +393,7 @@ async function main() {
         jetstream_msgs: msgs,
         jetstream_msgs_per_s: Math.round(msgs / elapsedS),
         jetstream_msgs_per_stream: perStream,
+        bytes_per_attempt: bytesPerAttempt,
         attempt_result_publishes: published,
         ledger_rows: ledgerRows,
         ledger_rows_by_status: ledgerByStatus,
