@@ -12,6 +12,7 @@ import {
   nkeyAuthenticator,
 } from "@nats-io/transport-node";
 import { CREDS_ON_STDIN, DEFAULT_NATS_URL, type NatsSettings } from "../config/nats.js";
+import { retry } from "../lib/retry.js";
 import { ErrorCode, RetryableError } from "../protocol/errors.js";
 import { ApiSubjects, StateKeys } from "../protocol/subjects.js";
 import { Buckets, ObjectStores } from "../protocol/topology.js";
@@ -137,9 +138,20 @@ export async function openPlane(opts: {
     );
   }
   if (opts.ensure !== false && !scoped)
-    await ensureTopology(nc, jsm, {
-      ...(opts.streamReplicas === undefined ? {} : { streamReplicas: opts.streamReplicas }),
-      ...(opts.streamMaxBytes === undefined ? {} : { streamMaxBytes: opts.streamMaxBytes }),
+    // A JetStream cluster answers its API only once it has a meta leader, and slowly while several processes make
+    // the same topology at once (a deployed plane's actors and gateways all start together): a request that times
+    // out is tried again, for up to about a minute, instead of ending the process.
+    await retry(
+      () =>
+        ensureTopology(nc, jsm, {
+          ...(opts.streamReplicas === undefined ? {} : { streamReplicas: opts.streamReplicas }),
+          ...(opts.streamMaxBytes === undefined ? {} : { streamMaxBytes: opts.streamMaxBytes }),
+        }),
+      { tries: 8, baseMs: 1_000, maxMs: 15_000, retryError: isApiTimeout },
+    ).catch(async (err: unknown) => {
+      // Nothing opened may outlive the failure: an open connection would keep the process alive and silent.
+      await nc.close().catch(() => undefined);
+      throw err;
     });
   const js = jetstream(nc, { timeout: 10_000, ...(scoped ? { checkAPI: false } : {}) });
   const kvm = new Kvm(js);
@@ -177,4 +189,13 @@ export async function openPlane(opts: {
       if (!nc.isClosed()) await nc.drain().catch(() => nc.close());
     },
   };
+}
+
+/** A JetStream API request that got no answer in time (no meta leader yet, or a cluster busy creating streams). */
+function isApiTimeout(err: unknown): boolean {
+  const e = err as { name?: string; message?: string } | null;
+  return (
+    e?.name === "TimeoutError" ||
+    /timeout|no responders|jetstream (is )?not (ready|available)/i.test(e?.message ?? "")
+  );
 }
