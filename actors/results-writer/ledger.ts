@@ -82,14 +82,13 @@ export async function landLedger(ctx: WriterContext, calls: readonly LedgerCall[
   countLanded(unique, inserted);
   // A call that lands after its attempt's final result changes the cell's figures: refresh its key too.
   const finals: CellFinal[] = [];
-  const ended = totals.filter((t) => isStatus(t.status));
+  const ended = totals.filter((t): t is typeof t & { status: AttemptStatus } => isStatus(t.status));
   // Classified as the attempt's own result is: under its run's timeout_policy, retries from its submission's first.
   const works =
     ended.length === 0
       ? new Map()
       : await ctx.cells.getMany(ended.map((t) => ({ run: t.runName, cellId: t.cellId })));
   for (const t of ended) {
-    if (!isStatus(t.status)) continue;
     const work = works.get(cellKey(t.runName, t.cellId)) ?? null;
     const base = (await ctx.claims.base(t.runName, t.cellId, t.attempt)) ?? work?.firstAttempt ?? 0;
     const cls = classifyAttempt(t.status, retriesOf(t.attempt, base), { timeoutPolicy: work?.timeoutPolicy });
