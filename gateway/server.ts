@@ -1,6 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
+import { hostname } from "node:os";
 import { Agent, request } from "undici";
 import { type Logger, silentLogger } from "../lib/log.js";
 import { countModelCall, serveMetricsRequest } from "../lib/metrics.js";
@@ -30,7 +31,14 @@ import {
 import type { Db } from "../store/db.js";
 import { keyInfo } from "../store/keys.js";
 import { getRunMetadata } from "../store/results.js";
-import { reserveSpend, type SpendStatus, settleSpend } from "../store/spend.js";
+import {
+  heartbeatReplica,
+  REPLICA_HEARTBEAT_MS,
+  reserveSpend,
+  type SpendStatus,
+  settleSpend,
+  stopReplica,
+} from "../store/spend.js";
 
 /**
  * A gateway replica. Stateless: keys, the spend log and the caps live in PostgreSQL, rate-limit facts go to the
@@ -118,6 +126,15 @@ export async function startGateway(opts: GatewayOptions): Promise<Gateway> {
   const log = opts.log ?? silentLogger();
   const agent = new Agent({ keepAliveTimeout: 30_000, connections: 256 });
   const inflight = new Set<AbortController>();
+  // This replica's name on its spend-log rows; while it heartbeats, nobody else settles its pending ones.
+  const replicaId = randomUUID();
+  const beat = () =>
+    heartbeatReplica(opts.db, replicaId, hostname()).catch((err: unknown) =>
+      log.warn({ err: String(err) }, "gateway: replica heartbeat failed"),
+    );
+  await beat();
+  const heartbeat = setInterval(() => void beat(), REPLICA_HEARTBEAT_MS);
+  heartbeat.unref();
   // A run's cap and prices come from its config in run_metadata, cached briefly (a resubmission may change them).
   const runCache = new Map<string, { atMs: number; info: RunInfo }>();
   const runInfo = async (run: string): Promise<RunInfo> => {
@@ -253,6 +270,7 @@ export async function startGateway(opts: GatewayOptions): Promise<Gateway> {
           keyHash: key.keyHash,
           attempt: key.attempt ?? attemptHeader(req),
           exempt: key.exempt,
+          replicaId,
         },
         {
           worstNanoUsd: worst.nanoUsd,
@@ -482,6 +500,12 @@ export async function startGateway(opts: GatewayOptions): Promise<Gateway> {
         ? Promise.race([settled, new Promise((r) => setTimeout(r, 5000).unref())])
         : settled);
       clearInterval(sweep);
+      clearInterval(heartbeat);
+      // A drained replica has no call in flight; after an abort (a crash, in tests) it is left to go silent.
+      if (!closeOpts.abort)
+        await stopReplica(opts.db, replicaId).catch((err: unknown) =>
+          log.warn({ err: String(err) }, "gateway: could not record the replica's stop"),
+        );
       await agent.close().catch(() => undefined);
     },
   };

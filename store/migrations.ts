@@ -7,6 +7,7 @@ import { migration003 } from "./migrations/003_ledger_pool_index.js";
 import { migration004 } from "./migrations/004_money.js";
 import { migration005 } from "./migrations/005_images.js";
 import { migration006 } from "./migrations/006_security_events.js";
+import { migration007 } from "./migrations/007_gateway_replicas.js";
 import type { Migration } from "./migrations/types.js";
 
 export type { Migration } from "./migrations/types.js";
@@ -19,6 +20,7 @@ export const MIGRATIONS: readonly Migration[] = [
   migration004,
   migration005,
   migration006,
+  migration007,
 ];
 
 // pg_advisory_xact_lock key shared by every evalfleet migrator ("evalflt" as ASCII bytes).

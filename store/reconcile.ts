@@ -120,8 +120,11 @@ export async function reconcileRun(
 
 /** Gateway statuses whose figures are metered from what the provider sent (not a reservation). */
 const METERED = "('ok', 'cut', 'error')";
-/** Gateway statuses whose call was cut on the gateway's side after it was forwarded: the reservation is the cost. */
-const RESERVED = "('lost', 'client_closed')";
+/**
+ * Gateway statuses whose call was cut on the gateway's side after it was forwarded, or whose replica was killed
+ * holding it (`orphaned`): the reservation is the cost.
+ */
+const RESERVED = "('lost', 'client_closed', 'orphaned')";
 /** A shim row that could not meter its call: its connection was lost after the send, or its answer was cut. */
 const UNMETERED_SHIM_ROW = "((l.status = 'error' AND l.http_status IS NULL) OR l.status = 'cut')";
 
@@ -131,11 +134,12 @@ const UNMETERED_SHIM_ROW = "((l.status = 'error' AND l.http_status IS NULL) OR l
  * - a call with no ledger row (its shim was killed, or died before it published) gets one, under the shim's own
  *   call id (x-evalfleet-call), else `gateway:<request id>`;
  * - a shim row that saw no answer (its connection lost after the send) or a cut one takes the gateway's figures
- *   when they differ: the gateway reads every forwarded call to its end, whoever left.
- * A call the shim metered is never counted twice: rows are matched by call id. Rows still `pending` (a replica that
- * died mid-call, or PostgreSQL down when it settled) hold a reservation, not a cost, and are left to the
- * reconciliation's flag; a call the gateway itself cut (`lost`, `client_closed`) settles at its reservation,
- * marked estimated. Idempotent. In one transaction with the cells' locks, voiding and attempt totals, as the
+ *   when they differ: the gateway reads every forwarded call to its end, whoever left; when the gateway could not
+ *   (it cut the call, or its replica was killed holding it: `orphaned`, see settleOrphans), its reservation.
+ * A call the shim metered is never counted twice: rows are matched by call id. Rows still `pending` (a replica not
+ * yet known dead, or PostgreSQL down when it settled) hold a reservation, not a cost, and are left to the
+ * reconciliation's flag; a call the gateway itself cut (`lost`, `client_closed`) or a killed replica held
+ * (`orphaned`) settles at its reservation, marked estimated. Idempotent. In one transaction with the cells' locks, voiding and attempt totals, as the
  * ledger consumer's batches do. Returns how many ledger rows were added or changed.
  */
 export async function settleFromGateway(db: Db, run: string): Promise<number> {
@@ -145,7 +149,7 @@ export async function settleFromGateway(db: Db, run: string): Promise<number> {
       WHERE ${settles} AND (
         (g.status IN ${METERED} OR g.status IN ${RESERVED})
           AND NOT EXISTS (SELECT 1 FROM ledger_calls l WHERE l.call_id = COALESCE(g.call_id, 'gateway:' || g.request_id))
-        OR g.status IN ${METERED} AND EXISTS (SELECT 1 FROM ledger_calls l WHERE l.call_id = g.call_id
+        OR (g.status IN ${METERED} OR g.status IN ${RESERVED}) AND EXISTS (SELECT 1 FROM ledger_calls l WHERE l.call_id = g.call_id
               AND l.run_name = $1 AND l.source = 'shim' AND ${UNMETERED_SHIM_ROW}
               AND l.cost_nano_usd <> g.cost_nano_usd))`,
     [run],
@@ -171,9 +175,11 @@ export async function settleFromGateway(db: Db, run: string): Promise<number> {
       `UPDATE ledger_calls l SET status = g.status, input_tokens = g.input_tokens, output_tokens = g.output_tokens,
          cache_read_tokens = g.cache_read_tokens, cache_write_tokens = g.cache_write_tokens,
          reasoning_tokens = g.reasoning_tokens, cost_nano_usd = g.cost_nano_usd,
-         price_version = COALESCE(g.price_version, l.price_version), estimated = false, source = 'gateway'
+         price_version = COALESCE(g.price_version, l.price_version), estimated = g.status IN ${RESERVED},
+         source = 'gateway'
          FROM gateway_spend_log g
-        WHERE ${settles} AND g.status IN ${METERED} AND l.call_id = g.call_id AND l.run_name = $1
+        WHERE ${settles} AND (g.status IN ${METERED} OR g.status IN ${RESERVED}) AND l.call_id = g.call_id
+          AND l.run_name = $1
           AND l.source = 'shim' AND ${UNMETERED_SHIM_ROW} AND l.cost_nano_usd <> g.cost_nano_usd`,
       [run],
     );

@@ -10,7 +10,11 @@ import { saveReconciliation } from "./reconcile.js";
  * checked against the sum of all rows under a per-run lock, holds across any number of replicas.
  */
 
-export type SpendStatus = "pending" | "ok" | "error" | "cut" | "client_closed" | "lost";
+/**
+ * `orphaned`: pending when its replica stopped heartbeating (killed mid-call); like `lost`, its reservation — the
+ * call's worst case — stands as its cost, since what the provider billed for it reached nobody.
+ */
+export type SpendStatus = "pending" | "ok" | "error" | "cut" | "client_closed" | "lost" | "orphaned";
 
 export interface SpendRow {
   requestId: string;
@@ -26,6 +30,8 @@ export interface SpendRow {
   attempt: number | null;
   /** a budget-exempt cell's call: never counted against the run's cap */
   exempt: boolean;
+  /** the gateway replica holding the call (heartbeatReplica); a row of one that stops heartbeating is an orphan */
+  replicaId?: string | null;
 }
 
 /** The token figures a settled row records (a provider's TokenUsage has them). */
@@ -110,8 +116,8 @@ export async function reserveSpend(
   const insert = (tx: Db, reserveNanoUsd: number) =>
     tx.query(
       `INSERT INTO gateway_spend_log (request_id, run_name, cell_id, trace_id, alias, model, cost_nano_usd, status,
-         call_id, key_hash, attempt, exempt)
-       VALUES ($1, $2, $3, $4, $5, $6, $7, 'pending', $8, $9, $10, $11)`,
+         call_id, key_hash, attempt, exempt, replica_id)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, 'pending', $8, $9, $10, $11, $12)`,
       [
         row.requestId,
         row.run,
@@ -124,6 +130,7 @@ export async function reserveSpend(
         row.keyHash,
         row.attempt,
         row.exempt,
+        row.replicaId ?? null,
       ],
     );
   const runCapped = caps.runCapNanoUsd !== undefined && !row.exempt;
@@ -205,6 +212,46 @@ export async function settleSpend(
       priceVersion ?? null,
     ],
   );
+}
+
+/** A gateway replica says it is up (at start, then every REPLICA_HEARTBEAT_MS). */
+export const REPLICA_HEARTBEAT_MS = 10_000;
+/** A replica silent this long is dead: its pending rows are orphans (a live one heartbeats 6 times in between). */
+export const REPLICA_DEAD_MS = 60_000;
+
+/** A replica is up: the first call registers it, every later one (each REPLICA_HEARTBEAT_MS) says it still is. */
+export async function heartbeatReplica(db: Db, replicaId: string, host: string): Promise<void> {
+  await db.query(
+    `INSERT INTO gateway_replicas (replica_id, host) VALUES ($1, $2)
+     ON CONFLICT (replica_id) DO UPDATE SET seen_at = now()`,
+    [replicaId, host],
+  );
+}
+
+/** A replica that drained: none of its calls is in flight any more. */
+export async function stopReplica(db: Db, replicaId: string): Promise<void> {
+  await db.query("UPDATE gateway_replicas SET seen_at = now(), stopped_at = now() WHERE replica_id = $1", [
+    replicaId,
+  ]);
+}
+
+/**
+ * Settle the orphans: pending rows of a replica silent for deadMs (killed mid-call; a replica that drained settled
+ * its own) become `orphaned` at their reservation, the call's worst case, so the ledger (settleFromGateway) and the
+ * run's totals hold them — over the provider's bill by at most the reservation, never under it. A row left pending
+ * by a live replica (PostgreSQL away when it settled) is not touched: its shim metered the call. Returns the runs
+ * whose rows changed.
+ */
+export async function settleOrphans(db: Db, deadMs = REPLICA_DEAD_MS): Promise<string[]> {
+  const r = await db.query<{ run_name: string | null }>(
+    `UPDATE gateway_spend_log g SET status = 'orphaned'
+       FROM gateway_replicas r
+      WHERE g.status = 'pending' AND g.replica_id = r.replica_id AND r.stopped_at IS NULL
+        AND r.seen_at < now() - make_interval(secs => $1::double precision / 1000)
+      RETURNING g.run_name`,
+    [deadMs],
+  );
+  return [...new Set(r.rows.map((x) => x.run_name).filter((x): x is string => x !== null))];
 }
 
 export interface Reconciliation {

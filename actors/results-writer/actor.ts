@@ -11,6 +11,7 @@ import {
 import { Subjects } from "../../protocol/subjects.js";
 import { type ConsumerDef, Consumers } from "../../protocol/topology.js";
 import type { Db } from "../../store/db.js";
+import { settleOrphans } from "../../store/spend.js";
 import { Actor, type Delivery } from "../runtime/actor.js";
 import { ClaimedAttempts } from "../runtime/security.js";
 import { landAttempts } from "./attempts.js";
@@ -40,6 +41,8 @@ export interface ResultsWriterOptions {
   settings?: { retention?: { pruneAfterMs: number | null } };
   /** how often finished runs are looked for (default 10 minutes) */
   pruneEveryMs?: number;
+  /** how often pending spend-log rows of dead gateway replicas are looked for (default 30 s) */
+  orphanSweepMs?: number;
 }
 
 /** Deliveries of a message that keeps failing for a non-retryable reason before it is dropped with an event. */
@@ -116,6 +119,10 @@ export async function startResultsWriter(opts: ResultsWriterOptions): Promise<Ac
   }
   await feed(Consumers.resultsWriterGrades, GradeResultSchema, "grade result", (b) => landGrades(ctx, b));
   await feed(Consumers.resultsWriterVerdicts, VerdictSchema, "verdict", (b) => landVerdicts(ctx, b));
+  // Calls a killed gateway replica held: settled at their reservation once it is known dead, into their runs' ledger.
+  actor.every("settling calls of dead gateway replicas", opts.orphanSweepMs ?? 30_000, async () => {
+    for (const run of await settleOrphans(opts.db)) progress.markDirty(run);
+  });
   // Default a week; null (EVALFLEET_PRUNE_AFTER_HOURS=0) keeps every run's NATS state for ever.
   const pruneAfterMs = opts.settings?.retention ? opts.settings.retention.pruneAfterMs : 7 * 24 * 3_600_000;
   if (pruneAfterMs !== null)

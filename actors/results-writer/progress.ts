@@ -200,7 +200,8 @@ export class ProgressWriter {
     let seed = seedSoFar;
     // Every call has landed that will: the calls no shim could meter (killed, or cut off after the send) settle from
     // the gateway's spend log now, so the run's figures and its reconciliation include them.
-    if (done && (await settleFromGateway(this.o.db, run)) > 0) {
+    const settled = done ? await settleFromGateway(this.o.db, run) : 0;
+    if (settled > 0) {
       spend = await getRunSpend(this.o.db, run);
       seed = await getSeedCounts(this.o.db, run);
     }
@@ -262,7 +263,8 @@ export class ProgressWriter {
         // Before the key says finished: a writer that dies in between leaves the run unfinished, so the next one
         // (adoptOpenRuns) reconciles it; after, nothing would ever look at the run again. Reconciling twice (a
         // lost compare-and-set decides again) is harmless: upserts, an idempotent revoke.
-        if (finishing) await this.reconcile(run);
+        // A finished run's calls settled late (a killed gateway replica's, once it was known dead): reconcile again.
+        if (finishing || (settled > 0 && phase === "finished")) await this.reconcile(run);
         return { write: next, result: { phase, finishing, tally, counters } };
       },
       { tries: CAS_TRIES },

@@ -168,44 +168,61 @@ export async function runChecks(
     t.cost += BigInt(call.costNanoUsd);
     billed.set(key(who.cellId, who.attempt), t);
   }
-  const ledgerRows = await db.query<{ cell_id: string; attempt: number; n: string; cost: string }>(
-    `SELECT cell_id, attempt, count(*)::text AS n, sum(cost_nano_usd)::text AS cost
-       FROM ledger_calls WHERE run_name = $1 AND cost_nano_usd > 0 GROUP BY cell_id, attempt`,
-    [run],
-  );
-  const ledger = new Map<string, Tally>(
-    ledgerRows.rows.map((r) => [
-      key(r.cell_id, Number(r.attempt)),
-      { calls: Number(r.n), cost: BigInt(r.cost) },
-    ]),
-  );
-  const ledgerCalls = [...ledger.values()].reduce((a, t) => a + t.calls, 0);
-  const ledgerCost = [...ledger.values()].reduce((a, t) => a + t.cost, 0n);
-  // Calls a killed gateway replica left unsettled, per cell: a call the provider billed while the replica died
-  // never reached its shim (which retried it elsewhere) and its replica's row holds a reservation, not a cost; nobody
-  // metered it. Every other call is in the ledger: the shim's row, or the gateway's for a call no shim could meter
-  // (a task SIGKILLed mid-call, a connection lost after the send), settled at the run's end.
+  // Per attempt: the metered ledger, and the calls a SIGKILLed gateway replica held, settled once it was known dead
+  // at their reservation (`orphaned`, estimated).
+  const perAttempt = async (where: string): Promise<Map<string, Tally>> => {
+    const rows = await db.query<{ cell_id: string; attempt: number; n: string; cost: string }>(
+      `SELECT cell_id, attempt, count(*)::text AS n, sum(cost_nano_usd)::text AS cost
+         FROM ledger_calls WHERE run_name = $1 AND ${where} GROUP BY cell_id, attempt`,
+      [run],
+    );
+    return new Map(
+      rows.rows.map((r) => [key(r.cell_id, Number(r.attempt)), { calls: Number(r.n), cost: BigInt(r.cost) }]),
+    );
+  };
+  const sum = (m: Map<string, Tally>) =>
+    [...m.values()].reduce((a, t) => ({ calls: a.calls + t.calls, cost: a.cost + t.cost }), {
+      calls: 0,
+      cost: 0n,
+    });
+  const ledger = await perAttempt("cost_nano_usd > 0 AND status IS DISTINCT FROM 'orphaned'");
+  const orphaned = await perAttempt("status = 'orphaned'");
+  const { calls: ledgerCalls, cost: ledgerCost } = sum(ledger);
+  const { calls: orphanedCalls, cost: orphanedCost } = sum(orphaned);
+  // Calls a killed gateway replica held: the provider billed them, the replica died before metering them and their
+  // shims saw only a reset connection (and retried elsewhere). Once the replica is known dead they settle into the
+  // ledger at their reservation (`orphaned`, estimated: at least what was billed); before that their rows are still
+  // pending. Every other call is metered in the ledger: the shim's row, or the gateway's for a call no shim could
+  // meter (a task SIGKILLed mid-call, a connection lost after the send), settled at the run's end.
   const stranded = await strandedGatewayRows(db, run, c.incidents);
+  let orphanShort = 0;
+  const orphanShortAt: string[] = [];
   let doubled = 0;
   const doubledAt: string[] = [];
   let lostUnexplained = 0;
   const lostCells: string[] = [];
   const strandedBilled = { calls: 0, cost: 0n };
-  for (const k of new Set([...billed.keys(), ...ledger.keys()])) {
+  for (const k of new Set([...billed.keys(), ...ledger.keys(), ...orphaned.keys()])) {
     const b = billed.get(k) ?? { calls: 0, cost: 0n };
     const l = ledger.get(k) ?? { calls: 0, cost: 0n };
-    if (l.cost > b.cost || l.calls > b.calls) {
-      doubled += Math.max(1, l.calls - b.calls);
-      doubledAt.push(`${k} ledger ${l.calls}/${l.cost} bill ${b.calls}/${b.cost}`);
+    const o = orphaned.get(k) ?? { calls: 0, cost: 0n };
+    if (l.cost > b.cost || l.calls + o.calls > b.calls) {
+      doubled += Math.max(1, l.calls + o.calls - b.calls);
+      doubledAt.push(`${k} ledger ${l.calls}/${l.cost} (+ ${o.calls} orphaned) bill ${b.calls}/${b.cost}`);
     }
     if (b.cost <= l.cost) continue;
     const [cell = ""] = k.split("#");
     const n = b.calls - l.calls;
     const strandedHere = stranded.get(cell) ?? 0;
-    if (n > 0 && strandedHere >= n) {
+    if (n > 0 && o.calls + strandedHere >= n) {
       strandedBilled.calls += n;
       strandedBilled.cost += b.cost - l.cost;
-      stranded.set(cell, strandedHere - n);
+      stranded.set(cell, strandedHere - Math.max(0, n - o.calls));
+      // Settled at their reservation, the worst case: never less than what the provider billed for them.
+      if (o.calls >= n && o.cost < b.cost - l.cost) {
+        orphanShort++;
+        orphanShortAt.push(`${k} orphaned ${o.calls}/${o.cost} < billed ${n}/${b.cost - l.cost}`);
+      }
     } else {
       lostUnexplained += Math.max(1, n);
       lostCells.push(`${k} ledger ${l.calls}/${l.cost} bill ${b.calls}/${b.cost}`);
@@ -224,15 +241,16 @@ export async function runChecks(
   check(
     "no ledger row lost (a killed task's calls settle from the gateway)",
     lostUnexplained === 0 && unattributed === 0,
-    `${lostUnexplained} lost${lostCells.length ? ` (${lostCells.slice(0, 5).join("; ")})` : ""}; ${unattributed} billed calls not attributable to an attempt; settled from the gateway's spend log: ${fromGateway}; in flight in a SIGKILLed gateway replica (metered by nobody) ${strandedBilled.calls}`,
+    `${lostUnexplained} lost${lostCells.length ? ` (${lostCells.slice(0, 5).join("; ")})` : ""}; ${unattributed} billed calls not attributable to an attempt; settled from the gateway's spend log: ${fromGateway}; in flight in a SIGKILLed gateway replica ${strandedBilled.calls} (${orphanedCalls} of them settled at their reservation)`,
   );
-  // Exact per key. The one term no process can know is a call a SIGKILLed gateway replica held: the provider billed
-  // it, the replica died before metering it, and its shim saw only a reset connection.
+  // Exact per key for every metered call. A call a SIGKILLed gateway replica held was metered by nobody (the replica
+  // died before it could, its shim saw a reset connection): it is in the ledger at its reservation, at least what
+  // the provider billed for it.
   const exact = ledgerCost + strandedBilled.cost === billCost;
   check(
-    "ledger total = provider bill (per key, exactly)",
-    exact && lostUnexplained === 0 && doubled === 0,
-    `key ${c.upstreamKey}: ledger ${ledgerCost} nano-USD / bill ${billCost} nano-USD${strandedBilled.calls > 0 ? ` (+ ${strandedBilled.cost} billed for ${strandedBilled.calls} calls a SIGKILLed gateway replica held unmetered)` : ""}${exact ? "" : ` (Δ ${billCost - ledgerCost - strandedBilled.cost})`}; other keys billed: ${otherKeys.length}`,
+    "ledger total = provider bill (per key, exactly; a killed replica's calls at their worst case)",
+    exact && lostUnexplained === 0 && doubled === 0 && orphanShort === 0,
+    `key ${c.upstreamKey}: metered ledger ${ledgerCost} nano-USD / bill ${billCost} nano-USD${strandedBilled.calls > 0 ? `; ${strandedBilled.calls} calls a SIGKILLed gateway replica held, billed ${strandedBilled.cost}, in the ledger at their reservation ${orphanedCost} (${orphanedCalls} calls; the rest still pending)` : ""}${exact ? "" : ` (Δ ${billCost - ledgerCost - strandedBilled.cost})`}${orphanShort ? `; reservation under the bill: ${orphanShortAt.slice(0, 5).join("; ")}` : ""}; other keys billed: ${otherKeys.length}`,
   );
 
   // 5. budget: billable spend may pass the cap by at most the reservations in flight

@@ -11,13 +11,16 @@ import { anthropicJsonResult } from "../../providers/anthropic.js";
 import { PriceTable } from "../../providers/pricing.js";
 import { startScriptedProvider } from "../../scripted-provider/index.js";
 import { createRunKey } from "../../store/keys.js";
-import { reconcileAttempt } from "../../store/spend.js";
+import { settleFromGateway } from "../../store/reconcile.js";
+import { heartbeatReplica, reconcileAttempt, settleOrphans } from "../../store/spend.js";
 import { freshPostgres } from "../helpers/db.js";
 
 /*
  * Two `evalfleet gateway` processes on one PostgreSQL; one is SIGKILLed mid-run. No call is lost (the client moves
  * to the other replica), every call the upstream billed is in the spend log — the dead replica's calls as pending
- * rows at their worst-case reservation — so the log never under-counts, and reconciliation flags those cells.
+ * rows at their worst-case reservation — so the log never under-counts, and reconciliation flags those cells. Once
+ * the dead replica is known dead (silent past the limit) its pending rows settle as `orphaned` into the ledger at
+ * their reservation: no billed call is left out of the run's total; a live replica's pending row is never touched.
  * Runs on real PostgreSQL (DATABASE_URL, else the local server): PGlite cannot be shared between processes.
  */
 
@@ -164,6 +167,54 @@ test("a gateway process SIGKILLed mid-run: no call lost, the log never under-cou
       if (rec.flagged) flagged++;
     }
     assert.ok(flagged > 0);
+
+    // The killed replica stopped heartbeating; the drained one said it stopped. Nothing is an orphan while the
+    // killed one may still be alive (its last heartbeat is recent) ...
+    const pendingBefore = rows.filter((r) => r.status === "pending").length;
+    assert.deepEqual(await settleOrphans(fdb.db), [], "a replica heard from within the limit is alive");
+    // ... and a live replica's pending row (PostgreSQL away when it settled) is never taken for an orphan.
+    await heartbeatReplica(fdb.db, "live-replica", "test");
+    await fdb.db.query(
+      `INSERT INTO gateway_spend_log (request_id, run_name, cell_id, alias, model, cost_nano_usd, status, replica_id)
+       VALUES ('live-call', 'other-run', 'c', 'sonnet', $1, 5, 'pending', 'live-replica')`,
+      [MODEL],
+    );
+    assert.deepEqual(await settleOrphans(fdb.db, 60_000), []);
+    assert.deepEqual(await settleOrphans(fdb.db, 0).then((r) => r.filter((x) => x === run)), [run]);
+    const live = await fdb.db.query<{ status: string }>(
+      "SELECT status FROM gateway_spend_log WHERE request_id = 'live-call'",
+    );
+    assert.equal(
+      live.rows[0]?.status,
+      "orphaned",
+      "with a 0 limit even a live replica is silent: the limit rules",
+    );
+    const orphaned = await fdb.db.query<{ n: string }>(
+      "SELECT count(*)::text AS n FROM gateway_spend_log WHERE run_name = $1 AND status = 'orphaned'",
+      [run],
+    );
+    assert.equal(Number(orphaned.rows[0]?.n), pendingBefore, "every pending row of the killed replica");
+    // Into the ledger: every call the gateway saw, the orphans at their reservation, marked estimated.
+    assert.ok((await settleFromGateway(fdb.db, run)) >= answered);
+    const ledger = await fdb.db.query<{ status: string; estimated: boolean; n: string; cost: string }>(
+      `SELECT status, estimated, count(*)::text AS n, sum(cost_nano_usd)::text AS cost FROM ledger_calls
+        WHERE run_name = $1 GROUP BY status, estimated`,
+      [run],
+    );
+    const of = (st: string) => ledger.rows.filter((r) => r.status === st);
+    assert.equal(Number(of("orphaned")[0]?.n ?? 0), pendingBefore);
+    assert.ok(
+      of("orphaned").every((r) => r.estimated),
+      "an orphan's cost is an estimate",
+    );
+    const metered = of("ok").reduce((a, r) => a + Number(r.cost), 0);
+    const total = ledger.rows.reduce((a, r) => a + Number(r.cost), 0);
+    assert.ok(metered <= bill.costNanoUsd, `metered ledger ${metered} <= bill ${bill.costNanoUsd}`);
+    assert.ok(total >= bill.costNanoUsd, `ledger with orphans ${total} >= bill ${bill.costNanoUsd}`);
+    assert.ok(
+      total - bill.costNanoUsd <= rows.filter((r) => r.status === "pending").reduce((a, r) => a + r.cost, 0),
+      "over the bill by at most the orphans' reservations",
+    );
   } finally {
     await provider.close();
     await fdb.cleanup();
