@@ -1,7 +1,7 @@
 import { readFileSync } from "node:fs";
 import { parse as parseYaml } from "yaml";
 import { z } from "zod";
-import { PROVIDERS, type ProviderName, type ProviderUpstream } from "./providers.js";
+import { PROVIDERS, type ProviderName, type ProviderUpstream, USAGE_REPORT_LAG_MS } from "./providers.js";
 import { type CompileContext, defineGroup, optionalFileText, setting } from "./setting.js";
 
 /**
@@ -13,6 +13,9 @@ import { type CompileContext, defineGroup, optionalFileText, setting } from "./s
  *     cc__sonnet: { provider: anthropic, base_url: https://api.anthropic.com, model: claude-sonnet-4-5, runs: [my-run] }
  *   pools:
  *     cc__sonnet: { requests_per_minute: 4000, input_tokens_per_minute: 2000000, output_tokens_per_minute: 400000 }
+ *
+ * An alias's `usage_report` (`{ admin_key_env, api_key_id?, lag_seconds? }`) lets the gateway true calls whose
+ * answer reached nobody up to the provider's own usage record (gateway/true-up.ts).
  *
  * Aliases not in the file are the runs' model names, resolved per run from the database to their provider.
  */
@@ -26,6 +29,14 @@ const AliasSchema = z.strictObject({
   model: z.string().min(1).optional(),
   pool: z.string().min(1).optional(),
   runs: z.array(z.string().min(1)).optional(),
+  /** the provider's usage report for this key (gateway/true-up.ts) */
+  usage_report: z
+    .strictObject({
+      admin_key_env: z.string().regex(/^[A-Z][A-Z0-9_]*$/),
+      api_key_id: z.string().min(1).optional(),
+      lag_seconds: z.number().int().nonnegative().optional(),
+    })
+    .optional(),
 });
 const PerMinute = z.number().int().positive().optional();
 const PoolSchema = z.strictObject({
@@ -127,6 +138,24 @@ export const gatewayFileGroup = defineGroup({
       }
       const baseUrl = (a.base_url ?? ctx.value<string>(DEFAULT_BASE[a.provider]) ?? "").replace(/\/+$/, "");
       const alias: AliasSettings = { upstream: { provider: a.provider, baseUrl, apiKey } };
+      if (a.usage_report) {
+        const adminKey = ctx.env[a.usage_report.admin_key_env];
+        if (!adminKey) {
+          ctx.issue(
+            `EVALFLEET_GATEWAY_CONFIG (${v.file}): aliases.${name}.usage_report`,
+            `its admin_key_env ${a.usage_report.admin_key_env} is not set in the gateway's environment`,
+          );
+          continue;
+        }
+        alias.upstream.usageReport = {
+          adminKey,
+          ...(a.usage_report.api_key_id ? { apiKeyId: a.usage_report.api_key_id } : {}),
+          lagMs:
+            a.usage_report.lag_seconds === undefined
+              ? USAGE_REPORT_LAG_MS
+              : a.usage_report.lag_seconds * 1000,
+        };
+      }
       if (a.model) alias.model = a.model;
       if (a.pool) alias.pool = a.pool;
       if (a.runs) alias.runs = a.runs;

@@ -11,7 +11,21 @@ export interface ProviderUpstream {
   provider: ProviderName;
   baseUrl: string;
   apiKey: string;
+  /** where the provider's own usage record for this key is read (gateway/true-up.ts), when an admin key is given */
+  usageReport?: UsageReportSettings;
 }
+
+/** The provider's admin API for this key's usage. */
+export interface UsageReportSettings {
+  adminKey: string;
+  /** the key's id as the admin API names it; absent: the organisation's whole usage */
+  apiKeyId?: string;
+  /** how long after a call its usage is in the report */
+  lagMs: number;
+}
+
+/** Providers publish usage with a delay (Anthropic's report is typically complete within minutes). */
+export const USAGE_REPORT_LAG_MS = 10 * 60_000;
 
 export type ProviderUpstreams = Partial<Record<ProviderName, ProviderUpstream>>;
 
@@ -71,6 +85,28 @@ export const providersGroup = defineGroup({
       schema: optionalText,
       secret: true,
     }),
+    anthropicAdminKey: setting({
+      env: "ANTHROPIC_ADMIN_KEY",
+      doc: "an Anthropic admin key (sk-ant-admin…): the gateway trues calls whose answer reached nobody up to the Usage and Cost API",
+      schema: optionalText,
+      secret: true,
+    }),
+    anthropicKeyId: setting({
+      env: "ANTHROPIC_API_KEY_ID",
+      doc: "the id of ANTHROPIC_API_KEY in the Anthropic console (apikey_…), so the usage report is that key's alone",
+      schema: optionalText,
+    }),
+    openaiAdminKey: setting({
+      env: "OPENAI_ADMIN_KEY",
+      doc: "an OpenAI admin key: the gateway trues calls whose answer reached nobody up to the organization usage API",
+      schema: optionalText,
+      secret: true,
+    }),
+    openaiKeyId: setting({
+      env: "OPENAI_API_KEY_ID",
+      doc: "the id of OPENAI_API_KEY (key_…), so the usage report is that key's alone",
+      schema: optionalText,
+    }),
     anthropicBaseUrl: setting({
       env: "ANTHROPIC_BASE_URL",
       doc: "where Anthropic calls go (a proxy, a compatible server)",
@@ -87,17 +123,40 @@ export const providersGroup = defineGroup({
   compile: (v, ctx): ProviderUpstreams => {
     const out: ProviderUpstreams = {};
     const pairs = [
-      ["anthropic", v.keys.anthropic, v.anthropicKey, "ANTHROPIC_API_KEY", v.anthropicBaseUrl],
-      ["openai", v.keys.openai, v.openaiKey, "OPENAI_API_KEY", v.openaiBaseUrl],
+      [
+        "anthropic",
+        v.keys.anthropic,
+        v.anthropicKey,
+        "ANTHROPIC_API_KEY",
+        v.anthropicBaseUrl,
+        v.anthropicAdminKey,
+        v.anthropicKeyId,
+      ],
+      [
+        "openai",
+        v.keys.openai,
+        v.openaiKey,
+        "OPENAI_API_KEY",
+        v.openaiBaseUrl,
+        v.openaiAdminKey,
+        v.openaiKeyId,
+      ],
     ] as const;
-    for (const [provider, fromSecret, fromEnv, env, baseUrl] of pairs) {
+    for (const [provider, fromSecret, fromEnv, env, baseUrl, adminKey, apiKeyId] of pairs) {
       if (fromSecret !== undefined && fromEnv !== undefined)
         ctx.issue(
           `PROVIDER_KEYS,${env}`,
           `the ${provider} key is given twice: keep one of PROVIDER_KEYS.${provider} and ${env}`,
         );
       const apiKey = fromSecret ?? fromEnv;
-      if (apiKey !== undefined) out[provider] = { provider, baseUrl, apiKey };
+      if (apiKey === undefined) continue;
+      out[provider] = { provider, baseUrl, apiKey };
+      if (adminKey !== undefined)
+        out[provider].usageReport = {
+          adminKey,
+          ...(apiKeyId === undefined ? {} : { apiKeyId }),
+          lagMs: USAGE_REPORT_LAG_MS,
+        };
     }
     return out;
   },

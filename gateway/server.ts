@@ -1,4 +1,4 @@
-import { randomUUID } from "node:crypto";
+import { createHash, randomUUID } from "node:crypto";
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { hostname } from "node:os";
@@ -39,6 +39,7 @@ import {
   settleSpend,
   stopReplica,
 } from "../store/spend.js";
+import { trueUpRuns } from "./true-up.js";
 
 /**
  * A gateway replica. Stateless: keys, the spend log and the caps live in PostgreSQL, rate-limit facts go to the
@@ -56,6 +57,8 @@ export interface Upstream {
   /** e.g. https://api.anthropic.com or http://litellm:4000 (no /v1) */
   baseUrl: string;
   apiKey: string;
+  /** the provider's usage report for this key: calls whose answer reached nobody are trued up to it */
+  usageReport?: { adminKey: string; apiKeyId?: string; lagMs: number };
 }
 
 export interface AliasDef {
@@ -92,6 +95,11 @@ export interface GatewayOptions {
   maxBodyBytes?: number;
   /** OpenTelemetry export of each forwarded call (GenAI semantic conventions), when configured */
   tracer?: ModelCallTracer;
+  /**
+   * How often finished runs' calls whose answer reached nobody are trued up to their upstream's usage report
+   * (gateway/true-up.ts; default 30 s, 0 = never).
+   */
+  trueUpEveryMs?: number;
 }
 
 export interface Gateway {
@@ -152,6 +160,74 @@ export async function startGateway(opts: GatewayOptions): Promise<Gateway> {
   const aliasFor = async (alias: string): Promise<AliasDef | undefined> =>
     (opts.aliases && Object.hasOwn(opts.aliases, alias) ? opts.aliases[alias] : undefined) ??
     (opts.resolveAlias ? await opts.resolveAlias(alias) : undefined);
+
+  // Settlements that failed (PostgreSQL away): tried again every few seconds, oldest first, so a call this replica
+  // metered never stays pending (held at its reservation, blocking its run's true-up) once the database is back.
+  const unsettled: Array<() => Promise<void>> = [];
+  let retrying = false;
+  const retrySettles = async (): Promise<void> => {
+    if (retrying) return;
+    retrying = true;
+    try {
+      while (unsettled.length > 0) {
+        await unsettled[0]!();
+        unsettled.shift();
+      }
+    } catch {
+      // still away: next tick
+    } finally {
+      retrying = false;
+    }
+  };
+  const settle = async (...args: Parameters<typeof settleSpend>): Promise<void> => {
+    try {
+      await settleSpend(...args);
+    } catch (err) {
+      if (unsettled.length < 100_000) unsettled.push(() => settleSpend(...args));
+      throw err;
+    }
+  };
+  const settleRetry = setInterval(() => void retrySettles(), 5_000);
+  settleRetry.unref();
+
+  // Calls whose answer reached nobody, trued up to the provider's own usage record once their run is over.
+  const trueUpMs = opts.trueUpEveryMs ?? 30_000;
+  let truing: Promise<unknown> = Promise.resolve();
+  const trueUpLater = new Map<string, number>();
+  const trueUp =
+    trueUpMs > 0
+      ? setInterval(() => {
+          truing = trueUpRuns(
+            {
+              db: opts.db,
+              log,
+              sourceOf: async (alias) => {
+                const def = await aliasFor(alias).catch(() => undefined);
+                if (!def) return undefined;
+                const u = def.upstream;
+                const key = `${u.provider} ${u.baseUrl} ${createHash("sha256").update(u.apiKey).digest("hex")}`;
+                return {
+                  upstreamKey: key,
+                  ...(u.usageReport
+                    ? { report: { provider: u.provider, baseUrl: u.baseUrl, ...u.usageReport } }
+                    : {}),
+                };
+              },
+              pricesOf: async (run) => (await runInfo(run)).prices,
+            },
+            trueUpLater,
+          )
+            .then((done) => {
+              for (const [run, outcomes] of done)
+                for (const o of outcomes)
+                  if (o.kind === "trued")
+                    log.info({ run, calls: o.calls }, "gateway: trued calls up to the usage report");
+                  else log.debug({ run, why: o.why }, `gateway: true-up ${o.kind}`);
+            })
+            .catch((err: unknown) => log.warn({ err: String(err) }, "gateway: true-up failed"));
+        }, trueUpMs)
+      : undefined;
+  trueUp?.unref();
 
   // Calls being handled, including their spend-log write after the answer: close() waits for these.
   const handlers = new Set<Promise<void>>();
@@ -321,7 +397,7 @@ export async function startGateway(opts: GatewayOptions): Promise<Gateway> {
       // Gone before the forward (e.g. while its reservation was written): nothing reaches the provider, nothing can
       // be billed.
       admission?.refund();
-      if (metered) await settleSpend(opts.db, requestId, "client_closed", null, 0);
+      if (metered) await settle(opts.db, requestId, "client_closed", null, 0);
       return;
     }
     inflight.add(ac);
@@ -367,7 +443,7 @@ export async function startGateway(opts: GatewayOptions): Promise<Gateway> {
         // the worst-case reservation stays as the cost, with what was metered kept for the record (and the pool
         // keeps the call's admission estimate: its real usage is unknown).
         count(st, r?.usage ?? null, reserveNanoUsd, r);
-        await settleSpend(opts.db, requestId, st, r?.usage ?? null, reserveNanoUsd, r?.model, prices.version);
+        await settle(opts.db, requestId, st, r?.usage ?? null, reserveNanoUsd, r?.model, prices.version);
         return;
       }
       const usage = r?.usage ?? null;
@@ -384,15 +460,7 @@ export async function startGateway(opts: GatewayOptions): Promise<Gateway> {
         });
       else admission?.refund();
       count(st, billable ? usage : null, costNanoUsd, r);
-      await settleSpend(
-        opts.db,
-        requestId,
-        st,
-        billable ? usage : null,
-        costNanoUsd,
-        r?.model,
-        prices.version,
-      );
+      await settle(opts.db, requestId, st, billable ? usage : null, costNanoUsd, r?.model, prices.version);
     };
     let logged = false;
     let status: SpendStatus = "lost";
@@ -435,7 +503,10 @@ export async function startGateway(opts: GatewayOptions): Promise<Gateway> {
         // reconciliation at the attempt's end never reads a pending row of a call that completed.
         logged = true;
         await logCall(status, result).catch((err: unknown) =>
-          log.error({ err, requestId }, "gateway: spend log write failed; the reservation stands"),
+          log.error(
+            { err, requestId },
+            "gateway: spend log write failed; tried again every 5 s (the reservation stands meanwhile)",
+          ),
         );
       }
       res.end();
@@ -501,6 +572,10 @@ export async function startGateway(opts: GatewayOptions): Promise<Gateway> {
         : settled);
       clearInterval(sweep);
       clearInterval(heartbeat);
+      clearInterval(trueUp);
+      clearInterval(settleRetry);
+      await truing;
+      await retrySettles();
       // A drained replica has no call in flight; after an abort (a crash, in tests) it is left to go silent.
       if (!closeOpts.abort)
         await stopReplica(opts.db, replicaId).catch((err: unknown) =>

@@ -9,6 +9,7 @@ import { RateLimiter } from "./limits.js";
 import { chatJson, chatStream, responsesJson, responsesStream } from "./openai.js";
 import { billNanoUsd, type PriceSheet, publishedSheet, type SheetEntry, sheetEntry } from "./prices.js";
 import type { Bill, BillLine, RateLimits, Reply, Scenario, ScriptedRequest } from "./types.js";
+import { usageReport } from "./usage-report.js";
 import { cutUsage, fullUsage, type Plan, plan, type StreamScript } from "./wire.js";
 
 export { claudeWriteScenario, codexShellScenario } from "./scenarios.js";
@@ -26,6 +27,8 @@ export interface ScriptedProviderOptions {
    * lists is answered 404 `not_found_error`, as a real provider answers a model it does not serve.
    */
   extraPrices?: Record<string, SheetEntry>;
+  /** admin keys its usage reports answer to (usage-report.ts); none: every report request is refused (401) */
+  adminKeys?: string[];
 }
 
 /** One request as the provider saw it (the key is reported so tests can check the shim swapped it). */
@@ -35,6 +38,8 @@ export interface ServedCall {
   endpoint: Endpoint | "other";
   path: string;
   key: string;
+  /** when it arrived (its usage-report bucket) */
+  atMs: number;
   model: string;
   stream: boolean;
   status: number;
@@ -127,6 +132,22 @@ export async function startScriptedProvider(opts: ScriptedProviderOptions = {}):
   async function handle(req: IncomingMessage, res: ServerResponse, raw: Buffer): Promise<void> {
     const path = (req.url ?? "/").split("?")[0] ?? "/";
     if (path === "/_bill") return json(res, 200, bill());
+    if (req.method === "GET" && path.startsWith("/v1/organization")) {
+      const admin = apiKey(req);
+      if (!opts.adminKeys?.includes(admin))
+        return json(
+          res,
+          401,
+          errBody(
+            path.includes("usage_report") ? "anthropic" : "openai",
+            "authentication_error",
+            "an admin key is required",
+          ),
+        );
+      const query = new URL(req.url ?? "/", "http://x").searchParams;
+      const r = usageReport(path, query, served);
+      if (r) return json(res, r.status, r.body);
+    }
     if (req.method === "HEAD" || (req.method === "GET" && path === "/")) return json(res, 200, { ok: true });
     if (req.method === "GET" && path === "/v1/models") {
       return json(res, 200, { object: "list", data: [{ id: "scripted", object: "model", type: "model" }] });
@@ -182,6 +203,7 @@ export async function startScriptedProvider(opts: ScriptedProviderOptions = {}):
       endpoint: route.endpoint,
       path,
       key,
+      atMs: Date.now(),
       model: p.model,
       stream,
       status: 200,

@@ -125,8 +125,20 @@ const METERED = "('ok', 'cut', 'error')";
  * holding it (`orphaned`): the reservation is the cost.
  */
 const RESERVED = "('lost', 'client_closed', 'orphaned')";
-/** A shim row that could not meter its call: its connection was lost after the send, or its answer was cut. */
-const UNMETERED_SHIM_ROW = "((l.status = 'error' AND l.http_status IS NULL) OR l.status = 'cut')";
+/**
+ * Gateway statuses of a call whose reservation was trued up to the provider's usage report (gateway/true-up.ts):
+ * `reported` exactly (the only such call of its model in the run), `apportioned` its share of what the report holds
+ * beyond the metered calls (the run's total is exact, the split between its calls an estimate).
+ */
+const TRUED = "('reported', 'apportioned')";
+const SETTLED = `(${[METERED, RESERVED, TRUED].map((x) => x.slice(1, -1)).join(", ")})`;
+const ESTIMATED = "(g.status IN ('lost', 'client_closed', 'orphaned', 'apportioned'))";
+/**
+ * A shim row that could not meter its call: its connection was lost after the send, an error with nothing metered
+ * (a load balancer's 502 when the gateway replica behind it died holding the call), or its answer was cut.
+ */
+const UNMETERED_SHIM_ROW =
+  "((l.status = 'error' AND (l.http_status IS NULL OR l.cost_nano_usd = 0)) OR l.status = 'cut')";
 
 /**
  * Settle from the gateway's spend log the calls the shim could not meter, so the ledger holds every forwarded
@@ -139,19 +151,24 @@ const UNMETERED_SHIM_ROW = "((l.status = 'error' AND l.http_status IS NULL) OR l
  * A call the shim metered is never counted twice: rows are matched by call id. Rows still `pending` (a replica not
  * yet known dead, or PostgreSQL down when it settled) hold a reservation, not a cost, and are left to the
  * reconciliation's flag; a call the gateway itself cut (`lost`, `client_closed`) or a killed replica held
- * (`orphaned`) settles at its reservation, marked estimated. Idempotent. In one transaction with the cells' locks, voiding and attempt totals, as the
- * ledger consumer's batches do. Returns how many ledger rows were added or changed.
+ * (`orphaned`) settles at its reservation, marked estimated, and again at the provider's figures once the gateway has
+ * trued it up to the provider's usage report (`reported`; `apportioned` stays marked estimated). Idempotent. In one
+ * transaction with the cells' locks, voiding and attempt totals, as the ledger consumer's batches do. Returns how
+ * many ledger rows were added or changed.
  */
 export async function settleFromGateway(db: Db, run: string): Promise<number> {
-  const settles = `g.run_name = $1 AND g.cell_id IS NOT NULL AND g.cost_nano_usd > 0`;
+  const owned = "g.run_name = $1 AND g.cell_id IS NOT NULL";
+  const settles = `${owned} AND g.cost_nano_usd > 0`;
   const cells = await db.query<{ cell_id: string }>(
     `SELECT DISTINCT g.cell_id FROM gateway_spend_log g
-      WHERE ${settles} AND (
-        (g.status IN ${METERED} OR g.status IN ${RESERVED})
-          AND NOT EXISTS (SELECT 1 FROM ledger_calls l WHERE l.call_id = COALESCE(g.call_id, 'gateway:' || g.request_id))
-        OR (g.status IN ${METERED} OR g.status IN ${RESERVED}) AND EXISTS (SELECT 1 FROM ledger_calls l WHERE l.call_id = g.call_id
+      WHERE ${owned} AND g.status IN ${SETTLED} AND (
+        g.cost_nano_usd > 0 AND NOT EXISTS (SELECT 1 FROM ledger_calls l WHERE l.call_id = COALESCE(g.call_id, 'gateway:' || g.request_id))
+        OR g.cost_nano_usd > 0 AND EXISTS (SELECT 1 FROM ledger_calls l WHERE l.call_id = g.call_id
               AND l.run_name = $1 AND l.source = 'shim' AND ${UNMETERED_SHIM_ROW}
-              AND l.cost_nano_usd <> g.cost_nano_usd))`,
+              AND l.cost_nano_usd <> g.cost_nano_usd)
+        OR g.status IN ${TRUED} AND EXISTS (SELECT 1 FROM ledger_calls l
+              WHERE l.call_id = COALESCE(g.call_id, 'gateway:' || g.request_id) AND l.run_name = $1
+                AND l.source = 'gateway' AND l.status IS DISTINCT FROM g.status))`,
     [run],
   );
   if (cells.rows.length === 0) return 0;
@@ -165,25 +182,32 @@ export async function settleFromGateway(db: Db, run: string): Promise<number> {
        SELECT COALESCE(g.call_id, 'gateway:' || g.request_id), g.run_name, g.cell_id, COALESCE(g.attempt, 0),
               g.trace_id, g.model, g.alias, g.status, g.input_tokens, g.output_tokens, g.cache_read_tokens,
               g.cache_write_tokens, g.reasoning_tokens, g.cost_nano_usd, g.price_version,
-              g.status IN ${RESERVED}, 'gateway', g.created_at
+              ${ESTIMATED}, 'gateway', g.created_at
          FROM gateway_spend_log g
-        WHERE ${settles} AND (g.status IN ${METERED} OR g.status IN ${RESERVED})
+        WHERE ${settles} AND g.status IN ${SETTLED}
        ON CONFLICT (call_id) DO NOTHING`,
       [run],
     );
-    const changed = await tx.query(
-      `UPDATE ledger_calls l SET status = g.status, input_tokens = g.input_tokens, output_tokens = g.output_tokens,
+    const set = `status = g.status, input_tokens = g.input_tokens, output_tokens = g.output_tokens,
          cache_read_tokens = g.cache_read_tokens, cache_write_tokens = g.cache_write_tokens,
          reasoning_tokens = g.reasoning_tokens, cost_nano_usd = g.cost_nano_usd,
-         price_version = COALESCE(g.price_version, l.price_version), estimated = g.status IN ${RESERVED},
-         source = 'gateway'
+         price_version = COALESCE(g.price_version, l.price_version), estimated = ${ESTIMATED}, source = 'gateway'`;
+    const changed = await tx.query(
+      `UPDATE ledger_calls l SET ${set}
          FROM gateway_spend_log g
-        WHERE ${settles} AND (g.status IN ${METERED} OR g.status IN ${RESERVED}) AND l.call_id = g.call_id
-          AND l.run_name = $1
+        WHERE ${settles} AND g.status IN ${SETTLED} AND l.call_id = g.call_id AND l.run_name = $1
           AND l.source = 'shim' AND ${UNMETERED_SHIM_ROW} AND l.cost_nano_usd <> g.cost_nano_usd`,
       [run],
     );
-    const n = added.rowCount + changed.rowCount;
+    // A call settled at its reservation and trued up since to the provider's report.
+    const trued = await tx.query(
+      `UPDATE ledger_calls l SET ${set}
+         FROM gateway_spend_log g
+        WHERE ${owned} AND g.status IN ${TRUED} AND l.call_id = COALESCE(g.call_id, 'gateway:' || g.request_id)
+          AND l.run_name = $1 AND l.source = 'gateway' AND l.status IS DISTINCT FROM g.status`,
+      [run],
+    );
+    const n = added.rowCount + changed.rowCount + trued.rowCount;
     if (n === 0) return 0;
     await voidSuperseded(tx, keys);
     await refreshAttemptTotals(tx, keys);

@@ -14,7 +14,16 @@ import { saveReconciliation } from "./reconcile.js";
  * `orphaned`: pending when its replica stopped heartbeating (killed mid-call); like `lost`, its reservation — the
  * call's worst case — stands as its cost, since what the provider billed for it reached nobody.
  */
-export type SpendStatus = "pending" | "ok" | "error" | "cut" | "client_closed" | "lost" | "orphaned";
+export type SpendStatus =
+  | "pending"
+  | "ok"
+  | "error"
+  | "cut"
+  | "client_closed"
+  | "lost"
+  | "orphaned"
+  | "reported"
+  | "apportioned";
 
 export interface SpendRow {
   requestId: string;
@@ -252,6 +261,181 @@ export async function settleOrphans(db: Db, deadMs = REPLICA_DEAD_MS): Promise<s
     [deadMs],
   );
   return [...new Set(r.rows.map((x) => x.run_name).filter((x): x is string => x !== null))];
+}
+
+/** Statuses whose cost is a reservation, not what the provider billed: what a usage report can true up. */
+const GUESSED = "('lost', 'client_closed', 'orphaned')";
+
+/**
+ * Runs a usage report could true up, with the aliases of their guessed calls: some call's cost is a reservation,
+ * none is still in flight (pending), and every cell is final, so the run's window of calls is closed.
+ */
+export async function runsToTrueUp(db: Db): Promise<Map<string, string[]>> {
+  const r = await db.query<{ run_name: string; alias: string | null }>(
+    `SELECT DISTINCT g.run_name, g.alias FROM gateway_spend_log g
+      WHERE g.status IN ${GUESSED} AND g.run_name IS NOT NULL
+        AND NOT EXISTS (SELECT 1 FROM gateway_spend_log p WHERE p.run_name = g.run_name AND p.status = 'pending')
+        AND NOT EXISTS (SELECT 1 FROM run_state s WHERE s.run_name = g.run_name AND s.status IN ('pending', 'running'))`,
+  );
+  const out = new Map<string, string[]>();
+  for (const x of r.rows)
+    out.set(x.run_name, [...(out.get(x.run_name) ?? []), ...(x.alias ? [x.alias] : [])]);
+  return out;
+}
+
+/** What a run's spend log holds per alias and model: the metered sums, and each call whose cost is a guess. */
+export interface TrueUpView {
+  groups: Array<{
+    alias: string;
+    model: string;
+    fromMs: number;
+    toMs: number;
+    metered: SpendTokens;
+    guessed: Array<{
+      requestId: string;
+      reserveNanoUsd: number;
+      status: SpendStatus;
+      atMs: number;
+      /** what its shim metered, when it did (the replica relayed the whole answer, then died before settling) */
+      shim?: { usage: SpendTokens; costNanoUsd: number };
+    }>;
+  }>;
+}
+
+export async function trueUpView(db: Db, run: string): Promise<TrueUpView> {
+  const sums = await db.query<{
+    alias: string;
+    model: string;
+    from_ms: string;
+    to_ms: string;
+    input: string;
+    output: string;
+    cache_read: string;
+    cache_write: string;
+    reasoning: string;
+  }>(
+    `SELECT alias, model, (extract(epoch FROM min(created_at)) * 1000)::bigint::text AS from_ms,
+            (extract(epoch FROM max(created_at)) * 1000)::bigint::text AS to_ms,
+            (COALESCE(SUM(input_tokens) FILTER (WHERE status NOT IN ${GUESSED}), 0))::text AS input,
+            (COALESCE(SUM(output_tokens) FILTER (WHERE status NOT IN ${GUESSED}), 0))::text AS output,
+            (COALESCE(SUM(cache_read_tokens) FILTER (WHERE status NOT IN ${GUESSED}), 0))::text AS cache_read,
+            (COALESCE(SUM(cache_write_tokens) FILTER (WHERE status NOT IN ${GUESSED}), 0))::text AS cache_write,
+            (COALESCE(SUM(reasoning_tokens) FILTER (WHERE status NOT IN ${GUESSED}), 0))::text AS reasoning
+       FROM gateway_spend_log WHERE run_name = $1 AND alias IS NOT NULL AND model IS NOT NULL
+      GROUP BY alias, model`,
+    [run],
+  );
+  const guessed = await db.query<{
+    request_id: string;
+    alias: string;
+    model: string;
+    cost: string;
+    status: string;
+    at: string;
+    l_input: string | null;
+    l_output: string | null;
+    l_read: string | null;
+    l_write: string | null;
+    l_reasoning: string | null;
+    l_cost: string | null;
+  }>(
+    `SELECT g.request_id, g.alias, g.model, g.cost_nano_usd::text AS cost, g.status,
+            (extract(epoch FROM g.created_at) * 1000)::bigint::text AS at,
+            l.input_tokens::text AS l_input, l.output_tokens::text AS l_output, l.cache_read_tokens::text AS l_read,
+            l.cache_write_tokens::text AS l_write, l.reasoning_tokens::text AS l_reasoning,
+            l.cost_nano_usd::text AS l_cost
+       FROM gateway_spend_log g
+       LEFT JOIN ledger_calls l ON l.call_id = g.call_id AND l.source = 'shim' AND l.status = 'ok'
+      WHERE g.run_name = $1 AND g.status IN ${GUESSED}`,
+    [run],
+  );
+  return {
+    groups: sums.rows.map((g) => ({
+      alias: g.alias,
+      model: g.model,
+      fromMs: Number(g.from_ms),
+      toMs: Number(g.to_ms),
+      metered: {
+        inputTokens: Number(g.input),
+        outputTokens: Number(g.output),
+        cacheReadTokens: Number(g.cache_read),
+        cacheWriteTokens: Number(g.cache_write),
+        reasoningTokens: Number(g.reasoning),
+      },
+      guessed: guessed.rows
+        .filter((r) => r.alias === g.alias && r.model === g.model)
+        .map((r) => ({
+          requestId: r.request_id,
+          reserveNanoUsd: Number(r.cost),
+          status: r.status as SpendStatus,
+          atMs: Number(r.at),
+          ...(r.l_cost === null
+            ? {}
+            : {
+                shim: {
+                  usage: {
+                    inputTokens: Number(r.l_input),
+                    outputTokens: Number(r.l_output),
+                    cacheReadTokens: Number(r.l_read),
+                    cacheWriteTokens: Number(r.l_write),
+                    reasoningTokens: Number(r.l_reasoning),
+                  },
+                  costNanoUsd: Number(r.l_cost),
+                },
+              }),
+        })),
+    })),
+  };
+}
+
+/** The aliases other runs called in [fromMs, toMs): whether the window's usage is this run's alone. */
+export async function otherAliasesIn(db: Db, run: string, fromMs: number, toMs: number): Promise<string[]> {
+  const r = await db.query<{ alias: string }>(
+    `SELECT DISTINCT alias FROM gateway_spend_log
+      WHERE created_at >= to_timestamp($2::double precision / 1000) AND created_at < to_timestamp($3::double precision / 1000)
+        AND run_name IS DISTINCT FROM $1 AND alias IS NOT NULL`,
+    [run, fromMs, toMs],
+  );
+  return r.rows.map((x) => x.alias);
+}
+
+/** Set a guessed call's figures to what the usage report says it used. False if it was settled meanwhile. */
+export async function trueUpSpend(
+  db: Db,
+  requestId: string,
+  status: "reported" | "apportioned",
+  usage: SpendTokens,
+  costNanoUsd: number,
+  priceVersion: string,
+): Promise<boolean> {
+  const r = await db.query(
+    `UPDATE gateway_spend_log SET status = $2, input_tokens = $3, output_tokens = $4, cache_read_tokens = $5,
+       cache_write_tokens = $6, reasoning_tokens = $7, cost_nano_usd = $8, price_version = $9
+     WHERE request_id = $1 AND status IN ${GUESSED}`,
+    [
+      requestId,
+      status,
+      usage.inputTokens,
+      usage.outputTokens,
+      usage.cacheReadTokens,
+      usage.cacheWriteTokens,
+      usage.reasoningTokens,
+      costNanoUsd,
+      priceVersion,
+    ],
+  );
+  return r.rowCount > 0;
+}
+
+/** Runs whose ledger still holds a call at its reservation that the gateway has trued up since. */
+export async function runsWithTruedCalls(db: Db): Promise<string[]> {
+  const r = await db.query<{ run_name: string }>(
+    `SELECT DISTINCT g.run_name FROM gateway_spend_log g
+       JOIN ledger_calls l ON l.call_id = COALESCE(g.call_id, 'gateway:' || g.request_id) AND l.run_name = g.run_name
+      WHERE g.status IN ('reported', 'apportioned') AND l.status IS DISTINCT FROM g.status
+        AND (l.source = 'gateway' OR l.cost_nano_usd <> g.cost_nano_usd)`,
+  );
+  return r.rows.map((x) => x.run_name);
 }
 
 export interface Reconciliation {

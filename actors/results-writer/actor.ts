@@ -11,7 +11,7 @@ import {
 import { Subjects } from "../../protocol/subjects.js";
 import { type ConsumerDef, Consumers } from "../../protocol/topology.js";
 import type { Db } from "../../store/db.js";
-import { settleOrphans } from "../../store/spend.js";
+import { runsWithTruedCalls, settleOrphans } from "../../store/spend.js";
 import { Actor, type Delivery } from "../runtime/actor.js";
 import { ClaimedAttempts } from "../runtime/security.js";
 import { landAttempts } from "./attempts.js";
@@ -119,9 +119,11 @@ export async function startResultsWriter(opts: ResultsWriterOptions): Promise<Ac
   }
   await feed(Consumers.resultsWriterGrades, GradeResultSchema, "grade result", (b) => landGrades(ctx, b));
   await feed(Consumers.resultsWriterVerdicts, VerdictSchema, "verdict", (b) => landVerdicts(ctx, b));
-  // Calls a killed gateway replica held: settled at their reservation once it is known dead, into their runs' ledger.
+  // Calls a killed gateway replica held: settled at their reservation once it is known dead, and at the provider's
+  // figures once the gateway has trued them up to its usage report, into their runs' ledger.
   actor.every("settling calls of dead gateway replicas", opts.orphanSweepMs ?? 30_000, async () => {
     for (const run of await settleOrphans(opts.db)) progress.markDirty(run);
+    for (const run of await runsWithTruedCalls(opts.db)) progress.markDirty(run);
   });
   // Default a week; null (EVALFLEET_PRUNE_AFTER_HOURS=0) keeps every run's NATS state for ever.
   const pruneAfterMs = opts.settings?.retention ? opts.settings.retention.pruneAfterMs : 7 * 24 * 3_600_000;

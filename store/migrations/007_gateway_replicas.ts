@@ -4,7 +4,8 @@ import type { Migration } from "./types.js";
 /*
  * Which gateway replica holds each call in flight, and when each replica last said it was alive: a pending row of a
  * replica that stopped heartbeating is a call nobody will settle (the replica was killed mid-call), so the sweep
- * (store/spend.ts settleOrphans) settles it at its reservation instead of leaving it out of every total.
+ * (store/spend.ts settleOrphans) settles it at its reservation instead of leaving it out of every total; the
+ * gateway trues such calls up to the provider's usage report later (gateway/true-up.ts).
  */
 const STATEMENTS = [
   `CREATE TABLE IF NOT EXISTS gateway_replicas (
@@ -16,6 +17,9 @@ const STATEMENTS = [
   )`,
   "ALTER TABLE gateway_spend_log ADD COLUMN IF NOT EXISTS replica_id TEXT",
   "CREATE INDEX IF NOT EXISTS gateway_spend_log_pending ON gateway_spend_log (replica_id) WHERE status = 'pending'",
+  // the calls whose cost is a reservation (the true-up's candidates) and those trued up since (gateway/true-up.ts)
+  `CREATE INDEX IF NOT EXISTS gateway_spend_log_guessed ON gateway_spend_log (run_name)
+     WHERE status IN ('lost', 'client_closed', 'orphaned', 'reported', 'apportioned')`,
 ];
 
 async function up(tx: Db): Promise<void> {

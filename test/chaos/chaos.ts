@@ -34,8 +34,10 @@ import {
   type ScriptedRequest,
   startScriptedProvider,
 } from "../../scripted-provider/index.js";
+import { scriptedKeyId } from "../../scripted-provider/usage-report.js";
 import { type Db, openDb, quoteIdent } from "../../store/db.js";
 import { migrate } from "../../store/migrations.js";
+import { runsWithTruedCalls } from "../../store/spend.js";
 import { startNats, startNatsCluster } from "../helpers/nats.js";
 import { startBalancer } from "./balancer.js";
 import { type Check, type Incident, runChecks } from "./checks.js";
@@ -48,6 +50,9 @@ const DISPATCHER_CHILD = join(ROOT, "test/chaos/dispatcher-child.ts");
 const HARD_LIMIT_MS = 19 * 60_000 + 30_000;
 const POST_FINAL_WAIT_MS = 90_000;
 const UPSTREAM_KEY = "sk-chaos-upstream";
+const ADMIN_KEY = "sk-chaos-admin";
+/** dead-replica detection (60 s) + a sweep (30 s) + the run's last minute + the gateway's and writer's sweeps */
+const TRUE_UP_WAIT_MS = 240_000;
 const MODELS = [
   {
     name: "claude-sonnet-4-5",
@@ -318,11 +323,19 @@ async function scenario(
     usage: { input: 1_000, output: 100 },
     ...(spec.providerDelayMs > 0 ? { firstByteDelayMs: spec.providerDelayMs } : {}),
   };
+  // While a gateway replica is about to be killed, the provider holds every call it gets, so the replica dies with
+  // calls in flight whose answers reach nobody (what its orphan settlement and the true-up are for).
+  let holdUntil = 0;
+  let held = 0;
   const provider: ScriptedProvider = await startScriptedProvider({
     keys: [UPSTREAM_KEY],
+    adminKeys: [ADMIN_KEY],
     scenario: (req: ScriptedRequest) => {
       killer?.onCall(req);
-      return reply;
+      const hold = holdUntil - Date.now();
+      if (hold <= 0) return reply;
+      held++;
+      return { ...reply, firstByteDelayMs: Math.max(reply.firstByteDelayMs ?? 0, hold) };
     },
   });
   cleanups.push(() => provider.close());
@@ -346,7 +359,18 @@ async function scenario(
       aliases: Object.fromEntries(
         MODELS.map((m) => [
           m.name,
-          { provider: "anthropic", base_url: provider.url, api_key_env: "CHAOS_UPSTREAM_KEY", model: m.name },
+          {
+            provider: "anthropic",
+            base_url: provider.url,
+            api_key_env: "CHAOS_UPSTREAM_KEY",
+            model: m.name,
+            // The provider's own usage record: calls a killed replica held are trued up to it after the run.
+            usage_report: {
+              admin_key_env: "CHAOS_ADMIN_KEY",
+              api_key_id: scriptedKeyId(UPSTREAM_KEY),
+              lag_seconds: 0,
+            },
+          },
         ]),
       ),
     }),
@@ -413,6 +437,7 @@ async function scenario(
   const gateways = gwPorts.map((port, i) =>
     mk(`gateway-${i + 1}`, process.execPath, [BIN, "gateway", "--port", String(port), "--config", gwConfig], {
       CHAOS_UPSTREAM_KEY: UPSTREAM_KEY,
+      CHAOS_ADMIN_KEY: ADMIN_KEY,
       // its fleet pacer connects with one URL string
       NATS_URL: nats.servers[0],
       NATS_CREDS: nats.creds,
@@ -523,10 +548,21 @@ async function scenario(
       outage("task")();
     } else {
       const p = s.kind === "gateway" ? gateways[Math.floor(rand() * gateways.length)]! : actors[s.kind]!;
+      if (s.kind === "gateway") {
+        // Hold the provider's answers for a while and kill once a few calls are held (up to 3 s).
+        held = 0;
+        holdUntil = Date.now() + 5_000;
+        const until = Date.now() + 3_000;
+        while (held < 4 && Date.now() < until) await sleep(50);
+      }
       const pid = p.pid;
       const back = outage(s.kind === "gateway" || s.kind === "dispatcher" ? s.kind : "other");
       await p.kill("SIGKILL");
-      note(p.name, "SIGKILL", `pid ${pid}`);
+      note(
+        p.name,
+        "SIGKILL",
+        `pid ${pid}${s.kind === "gateway" ? `, the provider holding ${held} calls` : ""}`,
+      );
       await sleep(s.downMs);
       p.start();
       note(p.name, "restarted", `after ${s.downMs} ms, pid ${p.pid}`);
@@ -610,6 +646,22 @@ async function scenario(
   }
   await chaos;
   note(`${mode}: run`, finished ? "finished" : "NOT finished", JSON.stringify(counts));
+  // Calls a killed gateway replica held: settled at their reservation once it is known dead (60 s of silence), then
+  // trued up to the provider's usage report once the run's last minute is complete in it, then into the ledger.
+  if (finished) {
+    const waitFrom = Date.now();
+    let left = "";
+    while (Date.now() - waitFrom < TRUE_UP_WAIT_MS) {
+      left = await untrued(db, run).catch(() => "PostgreSQL unavailable");
+      if (left === "") break;
+      await sleep(5_000);
+    }
+    note(
+      `${mode}: run`,
+      left === "" ? "trued up" : "NOT trued up",
+      left === "" ? `after ${Math.round((Date.now() - waitFrom) / 1000)} s` : left,
+    );
+  }
 
   const cellIds = (
     await db.query<{ cell_id: string }>("SELECT cell_id FROM run_state WHERE run_name = $1", [run])
@@ -716,3 +768,16 @@ try {
   await cleanup();
 }
 process.exit(exitCode);
+
+/** What is left before the run's ledger holds the provider's figures for every call: "" when nothing. */
+async function untrued(db: Db, run: string): Promise<string> {
+  const r = await db.query<{ status: string; n: string }>(
+    `SELECT status, count(*)::text AS n FROM gateway_spend_log
+      WHERE run_name = $1 AND status IN ('pending', 'lost', 'client_closed', 'orphaned') GROUP BY status`,
+    [run],
+  );
+  const behind = (await runsWithTruedCalls(db)).includes(run);
+  const parts = r.rows.map((x) => `${x.n} ${x.status}`);
+  if (behind) parts.push("the ledger not yet settled to the trued figures");
+  return parts.join(", ");
+}

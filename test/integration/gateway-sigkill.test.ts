@@ -7,9 +7,12 @@ import { join } from "node:path";
 import { test } from "node:test";
 import { Agent, request } from "undici";
 import { GatewayHeaders } from "../../gateway/server.js";
+import { trueUpRun } from "../../gateway/true-up.js";
+import { silentLogger } from "../../lib/log.js";
 import { anthropicJsonResult } from "../../providers/anthropic.js";
 import { PriceTable } from "../../providers/pricing.js";
 import { startScriptedProvider } from "../../scripted-provider/index.js";
+import { scriptedKeyId } from "../../scripted-provider/usage-report.js";
 import { createRunKey } from "../../store/keys.js";
 import { settleFromGateway } from "../../store/reconcile.js";
 import { heartbeatReplica, reconcileAttempt, settleOrphans } from "../../store/spend.js";
@@ -25,6 +28,7 @@ import { freshPostgres } from "../helpers/db.js";
  */
 
 const UPSTREAM_KEY = "sk-upstream-sigkill";
+const ADMIN_KEY = "sk-admin-sigkill";
 const MODEL = "claude-sonnet-4-5";
 const CLI = new URL("../../cli/main.ts", import.meta.url).pathname;
 
@@ -74,6 +78,7 @@ test("a gateway process SIGKILLed mid-run: no call lost, the log never under-cou
   const fdb = await freshPostgres("gateway_sigkill");
   const provider = await startScriptedProvider({
     keys: [UPSTREAM_KEY],
+    adminKeys: [ADMIN_KEY],
     scenario: (req) => ({ text: "x".repeat(40 + (req.index % 13) * 4), firstByteDelayMs: 80 }),
   });
   const dir = await mkdtemp(join(tmpdir(), "ef-gw-"));
@@ -215,6 +220,69 @@ test("a gateway process SIGKILLed mid-run: no call lost, the log never under-cou
       total - bill.costNanoUsd <= rows.filter((r) => r.status === "pending").reduce((a, r) => a + r.cost, 0),
       "over the bill by at most the orphans' reservations",
     );
+
+    // The run is over: its guessed calls are trued up to the provider's usage report for the key — once the minute
+    // of its last call is complete in the report, and only while nobody else used the key in the run's window.
+    const prices = new PriceTable();
+    const report = {
+      provider: "anthropic" as const,
+      baseUrl: provider.url,
+      adminKey: ADMIN_KEY,
+      apiKeyId: scriptedKeyId(UPSTREAM_KEY),
+      lagMs: 0,
+    };
+    const deps = {
+      db: fdb.db,
+      log: silentLogger(),
+      sourceOf: async (alias: string) =>
+        alias === "sonnet" ? { upstreamKey: "scripted", report } : undefined,
+      pricesOf: async () => prices,
+    };
+    const last = await fdb.db.query<{ ms: string }>(
+      "SELECT (extract(epoch FROM max(created_at)) * 1000)::bigint::text AS ms FROM gateway_spend_log WHERE run_name = $1",
+      [run],
+    );
+    const lastCallMs = Number(last.rows[0]?.ms);
+    assert.deepEqual(
+      (await trueUpRun({ ...deps, now: () => lastCallMs + 1 }, run)).map((o) => o.kind),
+      ["waiting"],
+      "the minute of the run's last call is not over in the report yet",
+    );
+    const later = { ...deps, now: () => Math.max(Date.now(), lastCallMs + 61_000) };
+    assert.match(JSON.stringify(await trueUpRun(later, run)), /another run used the same upstream key/);
+    await fdb.db.query("DELETE FROM gateway_spend_log WHERE request_id = 'live-call'");
+    assert.match(
+      JSON.stringify(
+        await trueUpRun(
+          {
+            ...later,
+            sourceOf: async () => ({ upstreamKey: "k", report: { ...report, adminKey: "sk-wrong" } }),
+          },
+          run,
+        ),
+      ),
+      /admin key/,
+      "a wrong admin key says so and changes nothing",
+    );
+    const trued = await trueUpRun(later, run);
+    assert.deepEqual(trued, [{ kind: "trued", calls: pendingBefore }]);
+    assert.ok((await settleFromGateway(fdb.db, run)) > 0);
+    const exact = await fdb.db.query<{ cost: string; estimated: string }>(
+      `SELECT sum(cost_nano_usd)::text AS cost, count(*) FILTER (WHERE estimated)::text AS estimated
+         FROM ledger_calls WHERE run_name = $1`,
+      [run],
+    );
+    assert.equal(
+      Number(exact.rows[0]?.cost),
+      bill.costNanoUsd,
+      "the ledger equals the provider's bill exactly",
+    );
+    assert.equal(
+      Number(exact.rows[0]?.estimated),
+      pendingBefore > 1 ? pendingBefore : 0,
+      "one guessed call is exact; several share the rest, their split an estimate",
+    );
+    assert.equal(await settleFromGateway(fdb.db, run), 0, "settling again changes nothing");
   } finally {
     await provider.close();
     await fdb.cleanup();
