@@ -29,12 +29,17 @@ export const USAGE_REPORT_LAG_MS = 10 * 60_000;
 
 export type ProviderUpstreams = Partial<Record<ProviderName, ProviderUpstream>>;
 
-/** `PROVIDER_KEYS`: the Secrets Manager secret the stack passes the gateway, a JSON object of keys by provider. */
+type ProviderKeys = Partial<Record<ProviderName | `${ProviderName}_admin`, string>>;
+
+/**
+ * `PROVIDER_KEYS`: the Secrets Manager secret the stack passes the gateway, a JSON object of keys by provider (and
+ * the admin keys its usage reports need, `anthropic_admin` / `openai_admin`).
+ */
 const providerKeysText = z
   .string()
   .optional()
   .transform((s, ctx) => {
-    if (s === undefined || s.trim() === "") return {} as Partial<Record<ProviderName, string>>;
+    if (s === undefined || s.trim() === "") return {} as ProviderKeys;
     let doc: unknown;
     try {
       doc = JSON.parse(s);
@@ -45,13 +50,14 @@ const providerKeysText = z
       });
       return z.NEVER;
     }
+    const key = z.string().min(1).optional();
     const parsed = z
-      .strictObject({ anthropic: z.string().min(1).optional(), openai: z.string().min(1).optional() })
+      .strictObject({ anthropic: key, openai: key, anthropic_admin: key, openai_admin: key })
       .safeParse(doc);
     if (!parsed.success) {
       ctx.addIssue({
         code: "custom",
-        message: `must be a JSON object with "anthropic" and/or "openai" keys, each a non-empty string (${parsed.error.issues.map((i) => i.path.join(".") || "(root)").join(", ")} wrong)`,
+        message: `must be a JSON object with "anthropic" and/or "openai" keys (and, for usage reports, "anthropic_admin" / "openai_admin"), each a non-empty string (${parsed.error.issues.map((i) => i.path.join(".") || "(root)").join(", ")} wrong)`,
       });
       return z.NEVER;
     }
@@ -129,7 +135,7 @@ export const providersGroup = defineGroup({
         v.anthropicKey,
         "ANTHROPIC_API_KEY",
         v.anthropicBaseUrl,
-        v.anthropicAdminKey,
+        v.keys.anthropic_admin ?? v.anthropicAdminKey,
         v.anthropicKeyId,
       ],
       [
@@ -138,7 +144,7 @@ export const providersGroup = defineGroup({
         v.openaiKey,
         "OPENAI_API_KEY",
         v.openaiBaseUrl,
-        v.openaiAdminKey,
+        v.keys.openai_admin ?? v.openaiAdminKey,
         v.openaiKeyId,
       ],
     ] as const;

@@ -175,6 +175,41 @@ describe("roles", () => {
     assert.match(issues[0]!.reason, /no anthropic key: set PROVIDER_KEYS/);
   });
 
+  test("the gateway: usage reports from the admin keys (the secret's or the environment's) and alias files", () => {
+    const file = join(dir, "gw-usage.yaml");
+    writeFileSync(
+      file,
+      "aliases:\n  a: { provider: anthropic, usage_report: { admin_key_env: MY_ADMIN, api_key_id: apikey_1, lag_seconds: 0 } }\n",
+    );
+    const s = loadSettings("gateway", {
+      env: {
+        ...PG,
+        PROVIDER_KEYS: JSON.stringify({ anthropic: "sk-ant-one", anthropic_admin: "sk-ant-admin-one" }),
+        ANTHROPIC_API_KEY_ID: "apikey_01",
+        OPENAI_API_KEY: "sk-two",
+        EVALFLEET_GATEWAY_CONFIG: file,
+        MY_ADMIN: "sk-ant-admin-two",
+      },
+    });
+    assert.deepEqual(s.providers.anthropic?.usageReport, {
+      adminKey: "sk-ant-admin-one",
+      apiKeyId: "apikey_01",
+      lagMs: 600_000,
+    });
+    assert.equal(s.providers.openai?.usageReport, undefined, "no admin key: no usage report");
+    assert.deepEqual(s.file.aliases.a?.upstream.usageReport, {
+      adminKey: "sk-ant-admin-two",
+      apiKeyId: "apikey_1",
+      lagMs: 0,
+    });
+    const issues = refused(() =>
+      loadSettings("gateway", {
+        env: { ...PG, ANTHROPIC_API_KEY: "sk-ant-one", EVALFLEET_GATEWAY_CONFIG: file },
+      }),
+    );
+    assert.match(issues[0]!.reason, /admin_key_env MY_ADMIN is not set/);
+  });
+
   test("EVALFLEET_BACKEND=ecs needs its cluster, task family, subnets and security groups", () => {
     const issues = refused(() => loadSettings("dispatcher", { env: { ...PG, EVALFLEET_BACKEND: "ecs" } }));
     assert.deepEqual(issues.map((i) => i.path).sort(), [
