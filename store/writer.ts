@@ -347,16 +347,31 @@ export interface RunSpend {
   billableNanoUsd: number;
   /** Attempts whose grade or verdict is still awaited (grade_status PENDING). */
   awaitingScore: number;
+  /**
+   * The part of the total that is an estimate, and its calls: calls whose answer reached nobody, at their worst case
+   * until trued up to the provider's usage report, or their share of it (`apportioned`).
+   */
+  estimatedNanoUsd?: number;
+  estimatedCalls?: number;
 }
 
 export async function getRunSpend(db: Db, runName: string): Promise<RunSpend> {
   // Billable = everything minus the exempt cells' calls: exempt cells are few (often none), so the join stays small.
-  const money = await db.query<{ total: string; exempt: string; pending: number }>(
+  const money = await db.query<{
+    total: string;
+    exempt: string;
+    pending: number;
+    estimated: string;
+    estimated_calls: number;
+  }>(
     `SELECT (SELECT COALESCE(sum(cost_nano_usd), 0) FROM ledger_calls WHERE run_name = $1)::text AS total,
             (SELECT COALESCE(sum(l.cost_nano_usd), 0) FROM run_results r
                JOIN ledger_calls l ON l.run_name = r.run_name AND l.cell_id = r.cell_id
               WHERE r.run_name = $1 AND r.cost_mode = 'subscription')::text AS exempt,
-            (SELECT count(*) FROM run_results WHERE run_name = $1 AND grade_status = 'PENDING') AS pending`,
+            (SELECT count(*) FROM run_results WHERE run_name = $1 AND grade_status = 'PENDING') AS pending,
+            (SELECT COALESCE(sum(cost_nano_usd), 0) FROM ledger_calls WHERE run_name = $1 AND estimated)::text
+              AS estimated,
+            (SELECT count(*) FROM ledger_calls WHERE run_name = $1 AND estimated)::int AS estimated_calls`,
     [runName],
   );
   const m = money.rows[0];
@@ -365,5 +380,7 @@ export async function getRunSpend(db: Db, runName: string): Promise<RunSpend> {
     totalNanoUsd: nanoToNumber(total),
     billableNanoUsd: nanoToNumber(total - BigInt(m?.exempt ?? "0")),
     awaitingScore: Number(m?.pending ?? 0),
+    estimatedNanoUsd: nanoToNumber(BigInt(m?.estimated ?? "0")),
+    estimatedCalls: Number(m?.estimated_calls ?? 0),
   };
 }

@@ -205,7 +205,11 @@ export class ProgressWriter {
       spend = await getRunSpend(this.o.db, run);
       seed = await getSeedCounts(this.o.db, run);
     }
-    const money = `spent $${nanoToUsd(spend.totalNanoUsd)} (billable $${nanoToUsd(spend.billableNanoUsd)})`;
+    const money = `spent $${nanoToUsd(spend.totalNanoUsd)} (billable $${nanoToUsd(spend.billableNanoUsd)}${
+      spend.estimatedCalls
+        ? `; $${nanoToUsd(spend.estimatedNanoUsd ?? 0)} of it estimated, ${spend.estimatedCalls} calls whose answer reached nobody`
+        : ""
+    })`;
     const key = ProgressKeys.run(run);
     const written = await compareAndSet(
       this.runs,

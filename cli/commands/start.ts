@@ -59,7 +59,12 @@ export function spendNotice(
  * when the run has one, and the first five error messages of failed and skipped cells.
  */
 export function seedSummary(
-  spend: { totalNanoUsd: number; billableNanoUsd: number },
+  spend: {
+    totalNanoUsd: number;
+    billableNanoUsd: number;
+    estimatedNanoUsd?: number;
+    estimatedCalls?: number;
+  },
   progress: Pick<RunProgress, "budgetNanoUsd" | "errors" | "seed"> | undefined,
 ): string {
   const lines = [
@@ -68,6 +73,10 @@ export function seedSummary(
   const cap = progress?.budgetNanoUsd ?? null;
   if (cap !== null)
     lines.push(`Billable cost: ${formatUsd4(spend.billableNanoUsd)} / ${formatUsd4(cap)} budget cap`);
+  if (spend.estimatedCalls)
+    lines.push(
+      `  of which estimated: ${formatUsd4(spend.estimatedNanoUsd ?? 0)} for ${spend.estimatedCalls} call(s) whose answer reached nobody (at their worst case until trued up to the provider's usage report: ANTHROPIC_ADMIN_KEY / OPENAI_ADMIN_KEY)`,
+    );
   const seed = progress?.seed;
   // The seed's meanings: completed = passed, failed = failed or killed, skipped = budget cap or done before.
   if (seed) lines.push(`Completed: ${seed.completed}  Failed: ${seed.failed}  Skipped: ${seed.skipped}`);

@@ -57,6 +57,21 @@ test("the seed's summary lines: total, billable against the cap, the seed's coun
   assert.equal(lines[2], "Completed: 3  Failed: 1  Skipped: 7");
   assert.equal(lines[3], "Errors (first 5 shown):");
   assert.equal(lines.length, 4 + 5);
+  // calls whose answer reached nobody: said apart, after the seed's two lines
+  const est = seedSummary(
+    {
+      totalNanoUsd: 2_000_000_000,
+      billableNanoUsd: 2_000_000_000,
+      estimatedNanoUsd: 51_000_000,
+      estimatedCalls: 2,
+    },
+    { budgetNanoUsd: 5_000_000_000 },
+  ).split("\n");
+  assert.equal(est[1], "Billable cost: $2.0000 / $5.0000 budget cap");
+  assert.match(
+    est[2] ?? "",
+    /^ {2}of which estimated: \$0\.0510 for 2 call\(s\) whose answer reached nobody/,
+  );
   // no budget_usd: no billable line
   assert.doesNotMatch(
     seedSummary({ totalNanoUsd: 1, billableNanoUsd: 1 }, { budgetNanoUsd: null }),
