@@ -193,10 +193,13 @@ export async function startGateway(opts: GatewayOptions): Promise<Gateway> {
   // Calls whose answer reached nobody, trued up to the provider's own usage record once their run is over.
   const trueUpMs = opts.trueUpEveryMs ?? 30_000;
   let truing: Promise<unknown> = Promise.resolve();
+  let trueUpBusy = false;
   const trueUpLater = new Map<string, number>();
   const trueUp =
     trueUpMs > 0
       ? setInterval(() => {
+          if (trueUpBusy) return;
+          trueUpBusy = true;
           truing = trueUpRuns(
             {
               db: opts.db,
@@ -222,9 +225,15 @@ export async function startGateway(opts: GatewayOptions): Promise<Gateway> {
                 for (const o of outcomes)
                   if (o.kind === "trued")
                     log.info({ run, calls: o.calls }, "gateway: trued calls up to the usage report");
+                  // A configured report that cannot be used says why; a run with none is nothing to report.
+                  else if (o.kind === "skipped" && !o.why.includes("usage_report configured"))
+                    log.warn({ run, why: o.why }, "gateway: true-up skipped; the reservations stand");
                   else log.debug({ run, why: o.why }, `gateway: true-up ${o.kind}`);
             })
-            .catch((err: unknown) => log.warn({ err: String(err) }, "gateway: true-up failed"));
+            .catch((err: unknown) => log.warn({ err: String(err) }, "gateway: true-up failed"))
+            .finally(() => {
+              trueUpBusy = false;
+            });
         }, trueUpMs)
       : undefined;
   trueUp?.unref();
