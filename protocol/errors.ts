@@ -93,9 +93,37 @@ export function storageFullError(cause: unknown): RetryableError {
 }
 
 /** Normalise anything thrown at a boundary into an EvalfleetError. */
+/** NATS client errors that say the server is away or slow, not that the request was wrong (by name: no import here). */
+const TRANSIENT_NATS = new Set([
+  "TimeoutError",
+  "ClosedConnectionError",
+  "DrainingConnectionError",
+  "ConnectionError",
+  "RequestError",
+  "NoRespondersError",
+]);
+
+/** A NATS or JetStream failure that trying again later may get past (the server restarting, a leader election). */
+export function isTransientNatsError(err: unknown): boolean {
+  const e = err as { name?: unknown; message?: unknown; code?: unknown } | null;
+  if (typeof e?.name !== "string") return false;
+  if (TRANSIENT_NATS.has(e.name)) return true;
+  const message = typeof e.message === "string" ? e.message : "";
+  return (
+    (e.name === "JetStreamStatusError" || e.name === "JetStreamError" || e.name === "JetStreamApiError") &&
+    /timeout|timed out|no responders|not (ready|available)|no suitable peers|leader|connection (closed|lost)|disconnect/i.test(
+      message,
+    )
+  );
+}
+
 export function toEvalfleetError(err: unknown): EvalfleetError {
   if (err instanceof EvalfleetError) return err;
   if (isStorageFull(err)) return storageFullError(err);
+  if (isTransientNatsError(err))
+    return new RetryableError(ErrorCode.Unavailable, `NATS unavailable: ${(err as Error).message}`, {
+      cause: err,
+    });
   if (err instanceof Error) return new EvalfleetError(ErrorCode.Internal, err.message, { cause: err });
   return new EvalfleetError(ErrorCode.Internal, String(err));
 }

@@ -130,6 +130,7 @@ export async function startDispatcher(opts: DispatcherOptions): Promise<Actor> {
     what: "cell work",
     concurrency: opts.cellConcurrency ?? 512,
     handle: (d) => dispatcher.handleCell(d),
+    onPoison: (raw, _subject, err) => dispatcher.cellPoisoned(raw, err),
   });
   const observer = setInterval(() => {
     dispatcher

@@ -3,11 +3,12 @@ import type { Logger } from "../../lib/log.js";
 import { Metrics } from "../../lib/metrics.js";
 import type { Plane } from "../../plane/connect.js";
 import type { AccountSigner } from "../../plane/nats-auth.js";
-import { ErrorCode, RetryableError } from "../../protocol/errors.js";
+import { ErrorCode, type EvalfleetError, RetryableError } from "../../protocol/errors.js";
 import {
   type AttemptResult,
   type CellProgress,
   type CellWork,
+  CellWorkSchema,
   emptyUsage,
   MessageTypes,
   type RunEvent,
@@ -128,6 +129,37 @@ export class Dispatcher {
       return;
     }
     await this.launchAttempt(w.run, w.cellId, w.pool, attempt, attempt, gen, del.signal);
+  }
+
+  /**
+   * A cell message that failed past its tries with an error trying again will not fix (a bug, not an outage): the
+   * message is gone, so the cell must not stay pending for ever. Unless its attempt is running (its result finishes
+   * the cell), its reservation is released and it ends failed with the error, which the run's events say too.
+   */
+  async cellPoisoned(raw: Uint8Array, err: EvalfleetError): Promise<void> {
+    let w: CellWork;
+    try {
+      w = CellWorkSchema.parse(JSON.parse(new TextDecoder().decode(raw)));
+    } catch {
+      return; // not a cell message at all: the poison event says so
+    }
+    const prev = await this.d.claims.cell(w.run, w.cellId);
+    const running = prev ? await this.d.claims.get(w.run, w.cellId, prev.latest) : null;
+    if (running?.claim.launchedAt && !prev?.final) return;
+    const error = `the dispatcher could not handle this cell: ${err.message} (an infrastructure failure, not the model's)`;
+    await this.d.book.reconcile(w.run, {
+      cellId: w.cellId,
+      attempt: prev?.latest ?? w.firstAttempt ?? 0,
+      actualNano: 0,
+      final: true,
+    });
+    await this.status.mark(w.run, w.cellId, "failed", error);
+    await this.d.publishEvent({
+      run: w.run,
+      kind: "cell_failed",
+      message: `${w.cellId}: ${error}`,
+      data: { cellId: w.cellId },
+    });
   }
 
   /** Drain: leave the cell pending (resume requeues it). Cancel: the cell ends failed. */

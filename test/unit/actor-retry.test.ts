@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import { retryDelayMs } from "../../actors/runtime/actor.js";
-import { ErrorCode, RetryableError } from "../../protocol/errors.js";
+import { ErrorCode, RetryableError, toEvalfleetError } from "../../protocol/errors.js";
 
 describe("how long a failed message waits before its next delivery", () => {
   const down = new RetryableError(ErrorCode.Unavailable, "database unavailable: connect ECONNREFUSED");
@@ -28,5 +28,35 @@ describe("how long a failed message waits before its next delivery", () => {
     const hi = retryDelayMs(down, 4, () => 0.999);
     assert.equal(lo, 1_600);
     assert.ok(hi > 2_350 && hi <= 2_400);
+  });
+});
+
+describe("which failures are worth another delivery", () => {
+  const named = (name: string, message: string) => Object.assign(new Error(message), { name });
+
+  it("NATS away or slow is retryable (Unavailable), so a cell is never terminated for an outage", () => {
+    for (const e of [
+      named("TimeoutError", "timeout"),
+      named("ClosedConnectionError", "closed connection"),
+      named("NoRespondersError", "no responders: '$JS.API.STREAM.INFO.KV_budgets'"),
+      named("RequestError", "error while processing request"),
+      named("JetStreamStatusError", "request timed out"),
+      named("JetStreamApiError", "JetStream system temporarily unavailable: no suitable peers for placement"),
+    ]) {
+      const c = toEvalfleetError(e);
+      assert.equal(c.retryable, true, e.name);
+      assert.equal(c.code, ErrorCode.Unavailable, e.name);
+    }
+  });
+
+  it("a bug stays non-retryable (terminated after its tries, with an event)", () => {
+    for (const e of [
+      new TypeError("undefined is not a function"),
+      named("JetStreamApiError", "stream name already in use"),
+    ]) {
+      const c = toEvalfleetError(e);
+      assert.equal(c.retryable, false, e.message);
+      assert.equal(c.code, ErrorCode.Internal);
+    }
   });
 });
