@@ -130,5 +130,8 @@ export async function fetchUsageReport(
     if (!doc.has_more || !doc.next_page) return out;
     page = doc.next_page;
   }
-  throw new RetryableError(ErrorCode.Unavailable, `${src.provider} usage report: more than ${MAX_PAGES} pages`);
+  throw new RetryableError(
+    ErrorCode.Unavailable,
+    `${src.provider} usage report: more than ${MAX_PAGES} pages`,
+  );
 }
