@@ -18,6 +18,9 @@ import { fetchUsageReport, type ReportedTokens, type UsageReportSource } from ".
 import type { Db } from "../store/db.js";
 import { otherAliasesIn, runsToTrueUp, type SpendTokens, trueUpSpend, trueUpView } from "../store/spend.js";
 
+/** How long after its reservation a call reaches the provider, at most (the reservation is its last step). */
+const ARRIVAL_MARGIN_MS = 5_000;
+
 export interface TrueUpDeps {
   db: Db;
   log: Logger;
@@ -84,8 +87,10 @@ export async function trueUpRun(d: TrueUpDeps, run: string): Promise<TrueUpOutco
       continue;
     }
     const fromMs = Math.min(...groups.map((g) => g.fromMs));
-    // The report's window is whole minutes; the last call's minute is included.
-    const toMs = Math.max(...groups.map((g) => g.toMs)) + 1;
+    // The report's window is whole minutes. A row's time is its reservation, just before the call left; the provider
+    // buckets the call by when it arrived, so the window reaches a few seconds past the last reservation (a call
+    // reserved at hh:mm:59.999 may be in the next minute's bucket). The run is over: none of its calls come later.
+    const toMs = Math.max(...groups.map((g) => g.toMs)) + ARRIVAL_MARGIN_MS;
     if (now < Math.ceil(toMs / 60_000) * 60_000 + report.lagMs) {
       outcomes.push({ kind: "waiting", why: "the provider's report may not hold the run's last calls yet" });
       continue;

@@ -248,7 +248,7 @@ test("a gateway process SIGKILLed mid-run: no call lost, the log never under-cou
       ["waiting"],
       "the minute of the run's last call is not over in the report yet",
     );
-    const later = { ...deps, now: () => Math.max(Date.now(), lastCallMs + 61_000) };
+    const later = { ...deps, now: () => Math.max(Date.now(), lastCallMs + 66_000) };
     assert.match(JSON.stringify(await trueUpRun(later, run)), /another run used the same upstream key/);
     await fdb.db.query("DELETE FROM gateway_spend_log WHERE request_id = 'live-call'");
     assert.match(
