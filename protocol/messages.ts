@@ -315,6 +315,12 @@ export const RunProgressSchema = z.object({
   alreadyCompleted: Int.optional(),
   /** of those, the ones that passed (exit_class pass) */
   alreadyPassed: Int.optional(),
+  /**
+   * The RUNS stream sequence of the submission the planner planned last, and whether that plan resumed the run: a
+   * redelivered submission (the planner died before acking it) is planned again as what it was, not as a resume.
+   */
+  submissionSeq: Int.optional(),
+  resumed: z.boolean().optional(),
   updatedAt: IsoTime,
   pools: z
     .record(z.string(), z.object({ fleetSize: Int, inputs: z.record(z.string(), z.number()).optional() }))

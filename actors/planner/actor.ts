@@ -1,11 +1,17 @@
 import type { JsMsg } from "@nats-io/jetstream";
+import type { KV } from "@nats-io/kv";
 import { z } from "zod";
 import type { Logger } from "../../lib/log.js";
 import type { PacerPools } from "../../pacer/local.js";
 import type { Plane } from "../../plane/connect.js";
 import type { RunConfig } from "../../protocol/config.js";
 import { ErrorCode, EvalfleetError, formatIssues } from "../../protocol/errors.js";
-import { emptyRunProgress, MessageTypes } from "../../protocol/messages.js";
+import {
+  emptyRunProgress,
+  MessageTypes,
+  type RunProgress,
+  RunProgressSchema,
+} from "../../protocol/messages.js";
 import { nanoToNumber, usdToNano } from "../../protocol/money.js";
 import { ProgressKeys, Subjects } from "../../protocol/subjects.js";
 import { Consumers } from "../../protocol/topology.js";
@@ -162,6 +168,11 @@ async function persistAndPublish(
   const run = config.name;
   const log = opts.log.child({ run });
   const previous = await getRunMetadata(opts.db, run);
+  // The same submission again (the planner died after planning it, before its ack): plan it as what it was. Cells it
+  // completed since are not an earlier submission's, and a new run is not a resume of itself.
+  const prior = await readRunProgress(opts.plane.kv.progress, run);
+  const redelivered = prior?.submissionSeq === seq;
+  const resumed = redelivered ? prior.resumed === true : previous !== null;
   await opts.db.transaction(async (tx) => {
     await saveRunMetadata(tx, {
       runName: run,
@@ -176,6 +187,10 @@ async function persistAndPublish(
   const alreadyPassed = completed.size === 0 ? 0 : (await getSeedCounts(opts.db, run)).pass;
   // A resumed cell starts after every attempt the database knows: its NATS state may have been pruned since.
   const known = previous ? await latestKnownAttempts(opts.db, run) : new Map<string, number>();
+  const alreadyCompleted = redelivered ? (prior.alreadyCompleted ?? 0) : completed.size;
+  const alreadyPassedCount = redelivered
+    ? (prior.alreadyPassed ?? 0)
+    : Math.min(alreadyPassed, completed.size);
   const work = cells
     .filter((c) => !completed.has(c.cellId))
     .map((c) =>
@@ -197,7 +212,7 @@ async function persistAndPublish(
     message:
       work.length === 0
         ? `all ${cells.length} cells already completed`
-        : `${previous ? "resumed" : "planned"}: ${work.length} of ${cells.length} cells queued${completed.size ? `, ${completed.size} already completed` : ""}${
+        : `${resumed ? "resumed" : "planned"}: ${work.length} of ${cells.length} cells queued${completed.size ? `, ${completed.size} already completed` : ""}${
             plan.unvalidated.length > 0
               ? `; UNVALIDATED (--unvalidated): ${plan.unvalidated.length} task(s) not gold-validated: ${plan.unvalidated.map((i) => i.path.replace(/^tasks: /, "")).join(", ")}`
               : ""
@@ -205,9 +220,11 @@ async function persistAndPublish(
     totalCells: cells.length,
     completed: completed.size,
     pending: work.length,
-    seed: { completed: 0, failed: 0, skipped: completed.size },
-    alreadyCompleted: completed.size,
-    alreadyPassed: Math.min(alreadyPassed, completed.size),
+    seed: { completed: 0, failed: 0, skipped: alreadyCompleted },
+    alreadyCompleted,
+    alreadyPassed: alreadyPassedCount,
+    submissionSeq: seq,
+    resumed,
     budgetNanoUsd: config.budget_usd === undefined ? null : nanoToNumber(usdToNano(config.budget_usd)),
     ...(Object.keys(pools).length > 0 ? { pools } : {}),
   });
@@ -216,7 +233,7 @@ async function persistAndPublish(
   const published = await publishCells(opts.plane.js, work, seq);
   await actor.publishEvent({
     run,
-    kind: previous ? "resumed" : "accepted",
+    kind: resumed ? "resumed" : "accepted",
     message: progress.message,
     data: {
       totalCells: cells.length,
@@ -226,15 +243,23 @@ async function persistAndPublish(
       ...(plan.unvalidated.length > 0 ? { unvalidated: plan.unvalidated } : {}),
     },
   });
-  log.info({ totalCells: cells.length, queued: work.length }, previous ? "run resumed" : "run planned");
+  log.info({ totalCells: cells.length, queued: work.length }, resumed ? "run resumed" : "run planned");
   return {
     kind: "planned",
     run,
     totalCells: cells.length,
     published,
     skipped: completed.size,
-    resumed: previous !== null,
+    resumed,
   };
+}
+
+/** The run's progress key as the planner last left it, or null (none, or unreadable: then nothing is reused). */
+async function readRunProgress(kv: KV, run: string): Promise<RunProgress | null> {
+  const e = await kv.get(ProgressKeys.run(run)).catch(() => null);
+  if (!e || e.length === 0) return null;
+  const parsed = RunProgressSchema.safeParse(e.json());
+  return parsed.success ? parsed.data : null;
 }
 
 /** Thrown by `evalfleet submit` when the planner does not answer in time. */

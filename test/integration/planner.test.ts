@@ -4,8 +4,8 @@ import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import type { KV } from "@nats-io/kv";
 import type { NatsConnection } from "@nats-io/transport-node";
-import { startPlanner } from "../../actors/planner/actor.js";
-import type { Actor } from "../../actors/runtime/actor.js";
+import { handleSubmission, startPlanner } from "../../actors/planner/actor.js";
+import { Actor } from "../../actors/runtime/actor.js";
 import { silentLogger } from "../../lib/log.js";
 import type { Plane } from "../../plane/connect.js";
 import { TaskSpecSchema, taskSpecHash } from "../../protocol/config.js";
@@ -264,6 +264,32 @@ describe("planner", () => {
     assert.deepEqual(prog.seed, { completed: 0, failed: 0, skipped: 2 });
     assert.equal(prog.alreadyCompleted, 2);
     assert.match(prog.message, /resumed: 22 of 24 cells queued, 2 already completed/);
+  });
+
+  it("a redelivered submission (the planner died before its ack) is planned as what it was, not as a resume", async () => {
+    const p = testPlane;
+    client.publish(Subjects.runSubmit, JSON.stringify(run("redelivered")));
+    const first = await waitProgress(
+      p.kv.progress,
+      ProgressKeys.run("redelivered"),
+      (x) => x.phase === "planned",
+    );
+    assert.equal(first.resumed, false);
+    assert.ok(first.submissionSeq !== undefined);
+    // Cells of this very submission completed before the planner died; then the same message comes back.
+    await setCellStatus(rig.store.db, "redelivered", "h1__m1__t1__r0", "completed");
+    const actor = new Actor("planner", p, silentLogger());
+    const again = await handleSubmission(
+      { plane: p, db: rig.store.db, log: silentLogger(), libraryRoots: [rig.libDir] },
+      actor,
+      new TextEncoder().encode(JSON.stringify(run("redelivered"))),
+      first.submissionSeq!,
+    );
+    assert.equal(again.kind === "planned" && again.resumed, false, "not a resume of itself");
+    const prog = await waitProgress(p.kv.progress, ProgressKeys.run("redelivered"), (x) => x.pending === 23);
+    assert.equal(prog.alreadyCompleted, 0, "a cell it completed itself is not an earlier submission's");
+    assert.deepEqual(prog.seed, { completed: 0, failed: 0, skipped: 0 });
+    assert.match(prog.message, /^planned: 23 of 24 cells queued/);
   });
 
   it("a resubmission with another config is refused with every difference; budget and concurrency may change", async () => {
