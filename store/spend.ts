@@ -260,6 +260,11 @@ export async function settleOrphans(db: Db, deadMs = REPLICA_DEAD_MS): Promise<s
       RETURNING g.run_name`,
     [deadMs],
   );
+  // A replica long gone with nothing pending is history: its row goes (one row per replica start otherwise piles up).
+  await db.query(
+    `DELETE FROM gateway_replicas r WHERE r.seen_at < now() - interval '7 days'
+        AND NOT EXISTS (SELECT 1 FROM gateway_spend_log g WHERE g.replica_id = r.replica_id AND g.status = 'pending')`,
+  );
   return [...new Set(r.rows.map((x) => x.run_name).filter((x): x is string => x !== null))];
 }
 

@@ -186,6 +186,13 @@ test("a gateway process SIGKILLed mid-run: no call lost, the log never under-cou
     );
     assert.deepEqual(await settleOrphans(fdb.db, 60_000), []);
     assert.deepEqual(await settleOrphans(fdb.db, 0).then((r) => r.filter((x) => x === run)), [run]);
+    // A replica gone for a week with nothing pending is pruned from gateway_replicas.
+    await fdb.db.query(
+      "INSERT INTO gateway_replicas (replica_id, host, seen_at) VALUES ('ancient', 'old', now() - interval '8 days')",
+    );
+    await settleOrphans(fdb.db);
+    const ancient = await fdb.db.query("SELECT 1 FROM gateway_replicas WHERE replica_id = 'ancient'");
+    assert.equal(ancient.rowCount, 0);
     const live = await fdb.db.query<{ status: string }>(
       "SELECT status FROM gateway_spend_log WHERE request_id = 'live-call'",
     );
