@@ -272,13 +272,14 @@ export async function settleOrphans(db: Db, deadMs = REPLICA_DEAD_MS): Promise<s
 const GUESSED = "('lost', 'client_closed', 'orphaned')";
 
 /**
- * Runs a usage report could true up, with the aliases of their guessed calls: some call's cost is a reservation,
- * none is still in flight (pending), and every cell is final, so the run's window of calls is closed.
+ * Runs a usage report could true up, with the aliases of their guessed calls: some call's cost is a reservation
+ * (made in the last week: older ones are left as they are), none is still in flight (pending), and every cell is
+ * final, so the run's window of calls is closed.
  */
 export async function runsToTrueUp(db: Db): Promise<Map<string, string[]>> {
   const r = await db.query<{ run_name: string; alias: string | null }>(
     `SELECT DISTINCT g.run_name, g.alias FROM gateway_spend_log g
-      WHERE g.status IN ${GUESSED} AND g.run_name IS NOT NULL
+      WHERE g.status IN ${GUESSED} AND g.run_name IS NOT NULL AND g.created_at > now() - interval '7 days'
         AND NOT EXISTS (SELECT 1 FROM gateway_spend_log p WHERE p.run_name = g.run_name AND p.status = 'pending')
         AND NOT EXISTS (SELECT 1 FROM run_state s WHERE s.run_name = g.run_name AND s.status IN ('pending', 'running'))`,
   );
