@@ -35,7 +35,8 @@ found() { echo "FOUND $*" >> findings.txt; }
 # secrets in the environment and in every process's environ
 PLANTED="$PLANTED_A$PLANTED_B"
 env | grep -q "$PLANTED" && found "the run key in the harness environment"
-env | grep -Eq '^(NATS_URL|DATABASE_URL|EVALFLEET_RUN_KEY|ANTHROPIC_API_KEY=sk|EVALFLEET_JUDGE_KEY)' && found "a plane variable in the environment"
+env | grep -Eq '^(NATS_URL|DATABASE_URL|EVALFLEET_RUN_KEY|ANTHROPIC_API_KEY=sk|EVALFLEET_JUDGE_KEY|PROVIDER_KEYS|ANTHROPIC_ADMIN_KEY|OPENAI_ADMIN_KEY)' && found "a plane variable in the environment"
+for f in /proc/[0-9]*/environ; do grep -aq "sk-ant-admin-planted" "$f" 2>/dev/null && found "a provider admin key in $f"; done
 for f in /proc/[0-9]*/environ /proc/[0-9]*/cmdline; do grep -aq "$PLANTED" "$f" 2>/dev/null && found "the run key in $f"; done
 # the host's files: the mirror cache, the task library, the task's own folder, the docker socket
 for p in "$MIRRORS" "$LIBRARY_DIR" "$TASK_DIR" /var/run/docker.sock /run/efdocker/docker.sock; do [ -e "$p" ] && found "host path $p"; done
@@ -253,6 +254,10 @@ describe("a hostile harness in its container finds nothing", { timeout: 900_000 
         EVALFLEET_SANDBOX: "container",
         DOCKER_HOST: dockerHost,
         EVALFLEET_BASE_ROOTFS: rootfs,
+        // A host that exported the gateway's admin key (usage reports) and provider secret by mistake: neither may
+        // reach the harness.
+        ANTHROPIC_ADMIN_KEY: "sk-ant-admin-planted",
+        PROVIDER_KEYS: JSON.stringify({ anthropic_admin: "sk-ant-admin-planted" }),
       },
       keepWorkdir: true,
     });
