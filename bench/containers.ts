@@ -190,8 +190,13 @@ async function runMode(sandbox: "container" | "process", provider: ScriptedProvi
         failures.push(`${r.cellId}#${r.attempt}: ${r.status} ${r.errorMessage ?? ""}`.slice(0, 300));
         continue;
       }
-      const patch = await rig.client.blobs.getBlob(BlobNames.attempt(run, r.cellId, r.attempt, "patch.diff"));
-      const at = Number(/\+(\d{13})/.exec(Buffer.from(patch ?? []).toString("utf8"))?.[1]);
+      // A small patch travels inline in the result; a big one is the attempt's blob.
+      const patch =
+        r.patch ??
+        Buffer.from(
+          (await rig.client.blobs.getBlob(BlobNames.attempt(run, r.cellId, r.attempt, "patch.diff"))) ?? [],
+        ).toString("utf8");
+      const at = Number(/\+(\d{13})/.exec(patch)?.[1]);
       const from = launchedAt.get(key({ runName: run, cellId: r.cellId, attempt: r.attempt }));
       if (Number.isFinite(at) && from !== undefined) delays.push(at - from);
     }

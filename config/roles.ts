@@ -257,7 +257,7 @@ export const ROLES = {
   }),
   report: role({
     name: "report",
-    doc: "`evalfleet report`: results from the database, patches from the object store",
+    doc: "`evalfleet report`: results and patches from the database (the object store for rows written before patches were kept there)",
     flags: ["state-dir"],
     groups: {
       log: commandLog,

@@ -39,9 +39,10 @@ export async function cellDetail(
   cellId: string,
 ): Promise<CellDetail> {
   const { row: r, ledger, totals, phases } = await cellDetailRows(db, run, cellId);
-  const fromStore = await blobText(blobs, r?.patch_ref);
+  // The row keeps the patch (the results-writer copies every one there); the blob only for a row from before.
   const diff = typeof r?.diff === "string" ? r.diff : null;
-  const patchText = fromStore ?? diff ?? "";
+  const fromStore = diff === null ? await blobText(blobs, r?.patch_ref) : null;
+  const patchText = diff ?? fromStore ?? "";
   const rowOut = r ? { ...r } : null;
   if (rowOut) {
     delete rowOut.diff;
@@ -55,7 +56,7 @@ export async function cellDetail(
     ledgerTotals: totals,
     phases,
     patch: {
-      source: fromStore !== null ? "object store" : diff !== null ? "run_results.diff" : "none",
+      source: diff !== null ? "run_results.diff" : fromStore !== null ? "object store" : "none",
       ...cut(patchText, PATCH_MAX, "head"),
     },
   };

@@ -144,6 +144,27 @@ export const PhaseOutcomeSchema = z.object({
 export const SANDBOX_KINDS = ["container", "process", "simulated"] as const;
 export type SandboxKind = (typeof SANDBOX_KINDS)[number];
 
+/**
+ * Patches up to this size travel inline in the attempt result and its grade job (a message stays well under
+ * nats-server's 1 MB max_payload next to the result's 50 KB of stdout and of stderr); bigger ones go to the object store.
+ */
+export const INLINE_PATCH_MAX_BYTES = 128 * 1024;
+
+/**
+ * The patch as text to carry inline, or null when it must go to the object store: too big (as JSON, escapes counted),
+ * not UTF-8, or holding a NUL.
+ */
+export function inlinePatchText(bytes: Uint8Array): string | null {
+  if (bytes.length === 0 || bytes.length > INLINE_PATCH_MAX_BYTES || bytes.includes(0)) return null;
+  let text: string;
+  try {
+    text = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true }).decode(bytes);
+  } catch {
+    return null;
+  }
+  return new TextEncoder().encode(JSON.stringify(text)).length <= INLINE_PATCH_MAX_BYTES ? text : null;
+}
+
 /** What a harness task publishes when it exits, for any reason. Usage totals are the shim's running totals. */
 export const AttemptResultSchema = z.object({
   type: z.literal(MessageTypes.attemptResult),
@@ -156,6 +177,11 @@ export const AttemptResultSchema = z.object({
   numToolCalls: Int.default(0),
   patchHash: z.string().nullable(),
   patchRef: z.string().nullable(),
+  /**
+   * The patch itself when it is small UTF-8 text (`inlinePatchText`): then `patchRef` is null and no blob holds it.
+   * A patch carried this way costs the plane no object-store writes; a bigger one goes to the object store.
+   */
+  patch: z.string().nullable().default(null),
   trajectoryRef: z.string().nullable(),
   /** redacted and cut to the last 50 KB */
   stdout: z.string(),
@@ -219,8 +245,10 @@ export const GradeJobSchema = z.object({
   cellId: z.string(),
   attempt: Int,
   taskId: z.string(),
+  /** the patch's blob, or "" when the patch travels inline in `patch` */
   patchRef: z.string(),
   patchHash: z.string(),
+  patch: z.string().nullable().default(null),
 });
 export type GradeJob = z.output<typeof GradeJobSchema>;
 
@@ -253,6 +281,8 @@ export const JudgeJobSchema = z.object({
   taskId: z.string(),
   trajectoryRef: z.string().nullable(),
   patchRef: z.string().nullable(),
+  /** the patch inline (see AttemptResult.patch) */
+  patch: z.string().nullable().default(null),
 });
 export type JudgeJob = z.output<typeof JudgeJobSchema>;
 

@@ -25,9 +25,9 @@ export function modelNameOrPath(harness: string, model: string): string {
 }
 
 /**
- * One prediction per cell, in cell order. The patch is the blob at patch_ref (what the grader graded), else the
- * row's diff, else empty (SWE-bench scores an empty patch as unresolved). `missing` lists cells whose blob could
- * not be read; `duplicates` lists instance ids that occur more than once — the official harness keeps one
+ * One prediction per cell, in cell order. The patch is the row's diff (what the grader graded: the results-writer
+ * keeps every patch there, inline or copied from its blob), else the blob at patch_ref (a row written before it did),
+ * else empty (SWE-bench scores an empty patch as unresolved). `missing` lists cells whose patch could not be read; `duplicates` lists instance ids that occur more than once — the official harness keeps one
  * prediction per instance id, so such a file should be narrowed with a filter.
  */
 export async function buildPredictions(
@@ -47,15 +47,15 @@ export async function buildPredictions(
   const missing: string[] = [];
   const seen = new Map<string, number>();
   for (const r of picked) {
-    let patch: string | null = null;
-    if (r.patchRef) {
+    let patch: string | null = r.diff;
+    if (patch === null && r.patchRef) {
       patch = await fetchPatch(r.patchRef);
-      if (patch === null && r.diff === null) missing.push(r.cellId);
+      if (patch === null) missing.push(r.cellId);
     }
     predictions.push({
       instance_id: r.taskId,
       model_name_or_path: modelNameOrPath(r.harness, r.model),
-      model_patch: patch ?? r.diff ?? "",
+      model_patch: patch ?? "",
     });
     seen.set(r.taskId, (seen.get(r.taskId) ?? 0) + 1);
   }

@@ -17,6 +17,7 @@ import {
   type AttemptResult,
   AttemptResultSchema,
   AttemptSignalSchema,
+  inlinePatchText,
   type LedgerCall,
   MessageTypes,
 } from "../protocol/messages.js";
@@ -274,8 +275,9 @@ export async function runTask(ref: TaskRef, opts: RunTaskOptions): Promise<Attem
       exitCode: last?.exit?.exitCode ?? null,
       usage: usageOf(outcomes.length ? totals : null),
       numToolCalls,
-      patchHash: refs.patchRef ? (patch?.sha256 ?? null) : null,
+      patchHash: refs.patchRef !== null || refs.patch !== null ? (patch?.sha256 ?? null) : null,
       patchRef: refs.patchRef,
+      patch: refs.patch,
       trajectoryRef: refs.trajectoryRef,
       stdout,
       stderr,
@@ -324,12 +326,15 @@ function phaseOutcome(o: SessionOutcome, secrets: readonly string[]): PhaseOutco
   };
 }
 
-/** Put the attempt's blobs: the patch (when there is one), the trajectory, and both output streams. */
+/**
+ * Put the attempt's blobs: the patch (when there is one and it cannot travel inline in the result), the trajectory,
+ * and both output streams.
+ */
 async function store(
   plane: Plane,
   ref: TaskRef,
   b: { patch: CollectedPatch | null; trajectoryText: string; stdout: string; stderr: string },
-): Promise<{ patchRef: string | null; trajectoryRef: string | null }> {
+): Promise<{ patchRef: string | null; patch: string | null; trajectoryRef: string | null }> {
   const name = (f: Parameters<typeof BlobNames.attempt>[3]) =>
     BlobNames.attempt(ref.run, ref.cell, ref.attempt, f);
   const put = async (f: Parameters<typeof BlobNames.attempt>[3], data: Uint8Array): Promise<string> => {
@@ -339,11 +344,13 @@ async function store(
     );
     return name(f);
   };
-  const patchRef = b.patch && b.patch.bytes.length > 0 ? await put("patch.diff", b.patch.bytes) : null;
+  const patch = b.patch ? inlinePatchText(b.patch.bytes) : null;
+  const patchRef =
+    b.patch && b.patch.bytes.length > 0 && patch === null ? await put("patch.diff", b.patch.bytes) : null;
   const trajectoryRef = b.trajectoryText
     ? await put("trajectory.jsonl", Buffer.from(b.trajectoryText))
     : null;
   await put("stdout.txt", Buffer.from(b.stdout));
   await put("stderr.txt", Buffer.from(b.stderr));
-  return { patchRef, trajectoryRef };
+  return { patchRef, patch, trajectoryRef };
 }

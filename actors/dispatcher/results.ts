@@ -35,6 +35,7 @@ export function makeAttemptResult(
     numToolCalls: opts.numToolCalls ?? 0,
     patchHash: opts.patchHash ?? null,
     patchRef: opts.patchRef ?? null,
+    patch: opts.patch ?? null,
     trajectoryRef: opts.trajectoryRef ?? null,
     stdout: sanitizeOutput(opts.stdout ?? ""),
     stderr: sanitizeOutput(opts.stderr ?? ""),

@@ -177,7 +177,7 @@ export async function gradeOne(
   const key = keyOf(job);
   const log = opts.log.child({ run: job.run, cell: job.cellId, attempt: job.attempt, task: job.taskId });
   // A job naming another attempt's patch (another run's resolved one) is never graded: the attempt did not write it.
-  if (foreignBlobRef(job, [job.patchRef]) !== null) {
+  if (job.patch === null && foreignBlobRef(job, [job.patchRef]) !== null) {
     const message = `grader refused patch ${JSON.stringify(job.patchRef)} for ${job.cellId} attempt ${job.attempt}: not one of the attempt's own blobs`;
     await reportRefusals({ db: opts.db, actor, log }, [
       { ...key, check: "foreign_blob_ref", ref: job.patchRef, message },
@@ -195,9 +195,13 @@ export async function gradeOne(
     throw err;
   }
   if (!task) return infraResult(key, `task spec ${job.taskId} of run ${job.run} is not in the jobs bucket`);
-  const patchBytes = await opts.plane.blobs.getBlob(job.patchRef);
-  if (patchBytes === null) return infraResult(key, `patch blob ${job.patchRef} is missing`);
-  const patch = new TextDecoder().decode(patchBytes);
+  // A small patch travels inline in the job; a bigger one is the attempt's blob.
+  let patch = job.patch;
+  if (patch === null) {
+    const patchBytes = await opts.plane.blobs.getBlob(job.patchRef);
+    if (patchBytes === null) return infraResult(key, `patch blob ${job.patchRef} is missing`);
+    patch = new TextDecoder().decode(patchBytes);
+  }
 
   let prepared: PreparedJob;
   try {

@@ -173,7 +173,7 @@ export async function judgeOne(
   );
   const [trajectory, patch] = await Promise.all([
     readBlob(opts.plane, own(job.trajectoryRef)),
-    readBlob(opts.plane, own(job.patchRef)),
+    job.patch !== null ? job.patch : readBlob(opts.plane, own(job.patchRef)),
   ]);
 
   const prices = priceTableFor(model);

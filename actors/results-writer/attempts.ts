@@ -1,3 +1,4 @@
+import { createHash } from "node:crypto";
 import { encodeJson } from "../../protocol/decode.js";
 import { MsgIds } from "../../protocol/ids.js";
 import {
@@ -38,6 +39,8 @@ interface Planned {
   /** the first attempt of the cell's submission: retries count from it */
   base: number;
   scoring: Scoring;
+  /** a patch too big to travel inline, read back from its blob so the row holds it for good */
+  diff?: string | null;
 }
 
 export interface AttemptsOutcome {
@@ -73,7 +76,8 @@ export async function landAttempts(
       // Retries count from the first attempt of the cell's submission, as the dispatcher's claim records it.
       const base = (await ctx.claims.base(r.run, r.cellId, r.attempt)) ?? work?.firstAttempt ?? 0;
       const cls = classify(r, work, base);
-      return { r, work, cls, base, scoring: scoringOf(r, cls, work) };
+      const diff = r.patch === null && r.patchRef !== null ? await blobPatch(ctx, r, r.patchRef) : undefined;
+      return { r, work, cls, base, scoring: scoringOf(r, cls, work), diff };
     }),
   );
 
@@ -93,7 +97,10 @@ export async function landAttempts(
     const landedKeys = landed.map((p) => ({ runName: p.r.run, cellId: p.r.cellId }));
     await upsertAttemptResults(
       tx,
-      landed.map((p) => attemptRow(p.r, p.work, p.cls, p.scoring, p.base)),
+      landed.map((p) => ({
+        ...attemptRow(p.r, p.work, p.cls, p.scoring, p.base),
+        ...(p.diff !== undefined ? { diff: p.diff } : {}),
+      })),
     );
     const phases = landed.flatMap((p) => phaseRows(p.r));
     await insertPhaseResults(tx, phases);
@@ -166,7 +173,12 @@ async function refuseForged(ctx: WriterContext, batch: readonly AttemptResult[])
   }));
   const kept = claimed.map((r) => {
     const bad = foreignBlobRef(r, [r.patchRef, r.trajectoryRef]);
-    if (bad === null) return r;
+    if (bad === null) {
+      // An inline patch is described by its own hash, whatever the task said.
+      if (r.patch === null) return r;
+      const hash = createHash("sha256").update(r.patch).digest("hex");
+      return hash === r.patchHash ? r : { ...r, patchHash: hash };
+    }
     const message = `refused blob ${JSON.stringify(bad)} in the result of ${r.cellId} attempt ${r.attempt}: not one of the attempt's own blobs (${BlobNames.attemptPrefix(r.run, r.cellId, r.attempt)}…)`;
     refusals.push({
       run: r.run,
@@ -180,6 +192,7 @@ async function refuseForged(ctx: WriterContext, batch: readonly AttemptResult[])
       ...r,
       status: "HARNESS_ERROR" as const,
       patchRef: null,
+      patch: null,
       patchHash: null,
       trajectoryRef: null,
       errorMessage: r.errorMessage ? `${message}; ${r.errorMessage}` : message,
@@ -188,6 +201,24 @@ async function refuseForged(ctx: WriterContext, batch: readonly AttemptResult[])
   await reportRefusals(ctx, refusals);
   for (const r of refusals) ctx.progress.markDirty(r.run);
   return kept;
+}
+
+/**
+ * A patch that went to the object store (too big to travel inline), as text for the row's `diff` column: the blob
+ * is pruned with the run, the row is not. Null when the blob is gone or is not UTF-8 text (the row keeps its ref).
+ */
+async function blobPatch(ctx: WriterContext, r: AttemptResult, ref: string): Promise<string | null> {
+  try {
+    const bytes = await ctx.plane.blobs.getBlob(ref);
+    if (bytes === null || bytes.includes(0)) return null;
+    return new TextDecoder("utf-8", { fatal: true, ignoreBOM: true }).decode(bytes);
+  } catch (err) {
+    ctx.log.warn(
+      { run: r.run, cell: r.cellId, attempt: r.attempt, ref, err: String(err) },
+      "could not copy the patch blob into its row",
+    );
+    return null;
+  }
 }
 
 async function publishJob(ctx: WriterContext, p: Planned): Promise<void> {

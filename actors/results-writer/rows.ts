@@ -35,7 +35,8 @@ export type Scoring = "grade" | "judge" | null;
  */
 export function scoringOf(r: AttemptResult, cls: AttemptClass, work: CellWork | null): Scoring {
   if (!work) return null;
-  const hasPatch = r.patchRef !== null && r.patchHash !== null && r.patchHash !== EMPTY_SHA256;
+  const hasPatch =
+    (r.patchRef !== null || r.patch !== null) && r.patchHash !== null && r.patchHash !== EMPTY_SHA256;
   // Open-ended work is judged from its trajectory, so an attempt that ended normally is judged even without a patch.
   if (work.track === "open_ended")
     return cls.final && cls.cellStatus === "completed" && (hasPatch || r.trajectoryRef !== null)
@@ -115,6 +116,8 @@ export function attemptRow(
     status: r.status,
     patchHash: r.patchHash,
     patchRef: r.patchRef,
+    // The seed's `diff` column: the patch itself, durable in the database after the run's blobs are pruned.
+    diff: r.patch,
     trajectoryRef: r.trajectoryRef,
     // PENDING marks an enqueued grade/judge job until its result lands (and lets a redelivery re-enqueue it).
     gradeStatus: scoring === null ? null : "PENDING",
@@ -157,6 +160,7 @@ export function gradeJobOf(r: AttemptResult, work: CellWork): GradeJob {
     taskId: work.taskId,
     patchRef: r.patchRef ?? "",
     patchHash: r.patchHash ?? "",
+    patch: r.patch,
   };
 }
 
@@ -169,6 +173,7 @@ export function judgeJobOf(r: AttemptResult, work: CellWork): JudgeJob {
     taskId: work.taskId,
     trajectoryRef: r.trajectoryRef,
     patchRef: r.patchRef,
+    patch: r.patch,
   };
 }
 

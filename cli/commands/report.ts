@@ -103,7 +103,7 @@ export function register(program: Command): void {
         }
         if (flags.export) {
           const sources = await loadPredictionSources(db, run);
-          const needBlobs = sources.some((s) => s.patchRef !== null);
+          const needBlobs = sources.some((s) => s.patchRef !== null && s.diff === null);
           const patches = needBlobs
             ? await openBlobReader(settings, "report")
             : { get: async () => null, close: async () => {} };

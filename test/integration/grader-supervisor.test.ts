@@ -32,9 +32,15 @@ let gold: string;
 let rt: ContainerRuntime;
 let built: BuiltImage;
 
-async function submit(cellId: string, patch: string, taskId = "sample-calc-add"): Promise<void> {
-  const patchRef = BlobNames.attempt(RUN, cellId, 1, "patch.diff");
-  await plane.blobs.putBlob({ name: patchRef }, new TextEncoder().encode(patch));
+/** A grade job as the results-writer sends it: the patch inline (`inline`, a small one) or as the attempt's blob. */
+async function submit(
+  cellId: string,
+  patch: string,
+  taskId = "sample-calc-add",
+  inline = false,
+): Promise<void> {
+  const patchRef = inline ? "" : BlobNames.attempt(RUN, cellId, 1, "patch.diff");
+  if (!inline) await plane.blobs.putBlob({ name: patchRef }, new TextEncoder().encode(patch));
   const job: GradeJob = {
     type: MessageTypes.gradeJob,
     run: RUN,
@@ -42,6 +48,7 @@ async function submit(cellId: string, patch: string, taskId = "sample-calc-add")
     attempt: 1,
     taskId,
     patchRef,
+    patch: inline ? patch : null,
     patchHash: "sha256:unused",
   };
   await plane.js.publish(Subjects.gradeJobs.one(RUN), JSON.stringify(job), { msgID: `${RUN}/${cellId}/1` });
@@ -147,6 +154,7 @@ describe("grader-supervisor", () => {
       taskId: "sample-calc-add",
       patchRef: theirs,
       patchHash: "sha256:unused",
+      patch: null,
     };
     await plane.js.publish(Subjects.gradeJobs.one(RUN), JSON.stringify(job), {
       msgID: `${RUN}/cell-forged/1`,
@@ -174,8 +182,8 @@ describe("grader-supervisor", () => {
     assert.deepEqual(rows.rows, [{ check_name: "foreign_blob_ref", ref: theirs }]);
   });
 
-  it("a wrong patch grades NO", async () => {
-    await submit("cell-wrong", gold.replace("+  return a + b;", "+  return a * b;"));
+  it("a wrong patch, sent inline in its job, grades NO", async () => {
+    await submit("cell-wrong", gold.replace("+  return a + b;", "+  return a * b;"), "sample-calc-add", true);
     const r = await results.wait("cell-wrong");
     assert.equal(r.status, "NO");
     assert.equal(r.resolved, false);
@@ -208,7 +216,7 @@ describe("grader-supervisor", () => {
 
   it("a task pinned to its instance image grades in a container by that digest", async () => {
     const before = localGrades;
-    await submit("cell-docker", gold, "sample-calc-docker");
+    await submit("cell-docker", gold, "sample-calc-docker", true);
     const r = await results.wait("cell-docker");
     assert.equal(r.status, "FULL", r.error ?? "");
     assert.equal(r.imageDigest, built.digest);

@@ -77,6 +77,7 @@ async function submit(run: string, cellId: string): Promise<void> {
     taskId: TASK,
     trajectoryRef,
     patchRef,
+    patch: null,
   };
   await plane.js.publish(Subjects.judgeJobs.one(run), JSON.stringify(job), {
     msgID: MsgIds.judgeJob(run, cellId, 1),

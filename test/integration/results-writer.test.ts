@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
+import { createHash } from "node:crypto";
 import { after, before, describe, it } from "node:test";
 import { fileURLToPath } from "node:url";
 import { startResultsWriter } from "../../actors/results-writer/actor.js";
@@ -13,6 +14,7 @@ import {
   type CellWork,
   type GradeJob,
   type GradeResult,
+  INLINE_PATCH_MAX_BYTES,
   type LedgerCall,
   MessageTypes,
   type RunEvent,
@@ -21,10 +23,12 @@ import {
 } from "../../protocol/messages.js";
 import { usdToNanoNumber } from "../../protocol/money.js";
 import { classifyAttempt, retriesOf } from "../../protocol/retry.js";
-import { ProgressKeys, StateKeys, Subjects } from "../../protocol/subjects.js";
+import { BlobNames, ProgressKeys, StateKeys, Subjects } from "../../protocol/subjects.js";
 import { Consumers, Streams } from "../../protocol/topology.js";
+import { buildPredictions } from "../../report/predictions.js";
 import type { Db } from "../../store/db.js";
 import { createAttemptKey } from "../../store/keys.js";
+import { loadPredictionSources } from "../../store/report.js";
 import {
   getAttemptResult,
   getCellStatuses,
@@ -118,6 +122,7 @@ function result(
     numToolCalls: 3,
     patchHash: patch ? `hash-${cellId}-${attempt}` : null,
     patchRef: patch ? `${run}/${cellId}/${attempt}/patch.diff` : null,
+    patch: null,
     trajectoryRef: null,
     stdout: "out",
     stderr: "",
@@ -400,6 +405,52 @@ describe("results-writer", () => {
     const cp = cell?.json<{ status: string; usage: { costNanoUsd: number } }>();
     assert.equal(cp?.status, "completed");
     assert.equal(cp?.usage.costNanoUsd, (await ledgerSum(run, "ready3")).cost);
+  });
+
+  it("every patch is kept in its row: a small one inline (its grade job carries it), a big one copied from its blob", async () => {
+    const run = "patches";
+    await plan(run, [work(run, "small"), work(run, "big"), work(run, "misdescribed")]);
+    const sha = (s: string) => createHash("sha256").update(s).digest("hex");
+    const small = "diff --git a/x.py b/x.py\n--- a/x.py\n+++ b/x.py\n@@ -1 +1 @@\n-bug\n+fix ✓\n";
+    // Past INLINE_PATCH_MAX_BYTES: the task puts it in the object store, as this test does.
+    const big = `diff --git a/y b/y\n${"+line\n".repeat(Math.ceil(INLINE_PATCH_MAX_BYTES / 6) + 10)}`;
+    const bigRef = BlobNames.attempt(run, "big", 0, "patch.diff");
+    await admin.blobs.putBlob({ name: bigRef }, new TextEncoder().encode(big));
+    await publishAll([
+      result(run, "small", 0, "PATCH_READY", { patchRef: null, patch: small, patchHash: sha(small) }),
+      result(run, "big", 0, "PATCH_READY", { patchRef: bigRef, patchHash: sha(big) }),
+      result(run, "misdescribed", 0, "PATCH_READY", {
+        patchRef: null,
+        patch: small,
+        patchHash: "not-its-hash",
+      }),
+    ]);
+    const jobs = await waitFor("3 grade jobs", async () => {
+      const j = await streamMessages<GradeJob>(Streams.gradeJobs.name, Subjects.gradeJobs.one(run));
+      return j.length >= 3 && j;
+    });
+    const job = (cell: string) => jobs.find((j) => j.cellId === cell);
+    assert.equal(job("small")?.patch, small, "the small patch travels in the grade job");
+    assert.equal(job("small")?.patchRef, "");
+    assert.equal(job("big")?.patch, null, "the big one stays a blob reference");
+    assert.equal(job("big")?.patchRef, bigRef);
+    assert.equal(
+      job("misdescribed")?.patchHash,
+      sha(small),
+      "an inline patch is hashed as it is, not as said",
+    );
+    assert.equal((await getAttemptResult(store.db, run, "small"))?.diff, small);
+    assert.equal((await getAttemptResult(store.db, run, "big"))?.diff, big, "copied from the blob");
+    assert.equal((await getAttemptResult(store.db, run, "misdescribed"))?.patchHash, sha(small));
+    // The run's blobs go when it is pruned; the rows keep every patch.
+    await admin.blobs.delete(bigRef);
+    const sources = await loadPredictionSources(store.db, run);
+    const out = await buildPredictions(sources, async () => null);
+    assert.deepEqual(out.missing, []);
+    assert.deepEqual(
+      out.predictions.map((p) => p.model_patch.length).sort((a, b) => a - b),
+      [small.length, small.length, big.length],
+    );
   });
 
   it("a result or call whose body names another cell or attempt than its subject is refused, with an event", async () => {

@@ -1,9 +1,11 @@
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
+import { createHash } from "node:crypto";
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, test } from "node:test";
 import { jetstreamManager } from "@nats-io/jetstream";
+import { INLINE_PATCH_MAX_BYTES } from "../../protocol/messages.js";
 import { BlobNames, StateKeys, Subjects } from "../../protocol/subjects.js";
 import { JobRefEnv } from "../../protocol/task.js";
 import { attemptDirs } from "../../task/index.js";
@@ -72,16 +74,31 @@ describe("harness task with command harnesses", { timeout: 110_000 }, () => {
     assert.match(r.stderr, /Traceback: auth failed for key \[REDACTED\]/);
     assert.match(r.errorMessage ?? "", /exited with code 3/);
     const blobs = await Promise.all(
-      (["stdout.txt", "stderr.txt", "trajectory.jsonl", "patch.diff"] as const).map((f) =>
+      (["stdout.txt", "stderr.txt", "trajectory.jsonl"] as const).map((f) =>
         rig().blob(BlobNames.attempt("cmd-crash", cell, 1, f)),
       ),
     );
     assert.ok(blobs[2]?.includes("boom"), "the harness's trajectory file was kept");
-    assert.ok(blobs[3]?.includes("+broken"), "a crashed harness's patch is still stored");
+    assert.match(r.patch ?? "", /\+broken/, "a crashed harness's patch is still kept (small: inline)");
+    assert.equal(r.patchRef, null);
     const everything = JSON.stringify(await rig().published("cmd-crash", cell)) + blobs.join("\n");
     assert.ok(!everything.includes("PLANTED"), "the planted key never lands");
     assert.ok(!everything.includes(RUN_KEY), "the run key never lands");
     assert.match(everything, /\[REDACTED\]/);
+  });
+
+  test("a patch past the inline limit goes to the object store, whole", async () => {
+    const lines = Math.ceil(INLINE_PATCH_MAX_BYTES / 20) + 100;
+    const cell = await rig().plan(
+      commandRun("cmd-bigpatch", `seq 1 ${lines} | sed 's/^/generated line number /' > big.txt`),
+    );
+    const r = await rig().run("cmd-bigpatch", cell);
+    assert.equal(r.status, "PATCH_READY");
+    assert.equal(r.patch, null, "too big to travel inline");
+    const blob = (await rig().blob(r.patchRef ?? "")) ?? "";
+    assert.ok(Buffer.byteLength(blob) > INLINE_PATCH_MAX_BYTES);
+    assert.match(blob, new RegExp(`\\+generated line number ${lines}\n`));
+    assert.equal(r.patchHash, createHash("sha256").update(blob).digest("hex"));
   });
 
   test("output over 50 KB keeps the last 50 KB with a truncation notice", async () => {
@@ -108,7 +125,7 @@ describe("harness task with command harnesses", { timeout: 110_000 }, () => {
     assert.equal(r.status, "PATCH_READY", `${r.errorMessage} ${r.stderr}`);
     assert.equal(r.usage.calls, 1);
     assert.ok(r.usage.inputTokens > 0 && r.usage.costNanoUsd > 0);
-    assert.match((await rig().blob(r.patchRef!)) ?? "", /reply\.json/);
+    assert.match((await rig().patch(r)) ?? "", /reply\.json/);
   });
 
   test("`evalfleet task` takes the job reference from the environment and its attempt's key from KV, publishes, exits 0", async () => {
@@ -136,7 +153,7 @@ describe("harness task with command harnesses", { timeout: 110_000 }, () => {
     assert.equal(r.attempt, 4);
     assert.equal(r.status, "PATCH_READY", r.errorMessage ?? "");
     assert.equal(r.usage.calls, 1);
-    assert.match((await rig().blob(r.patchRef!)) ?? "", /\+hello/);
+    assert.match((await rig().patch(r)) ?? "", /\+hello/);
   });
 
   test("`evalfleet task` whose launcher is gone (both pipes closed) carries on and publishes its result", async () => {
@@ -161,7 +178,7 @@ describe("harness task with command harnesses", { timeout: 110_000 }, () => {
     const code = await exitOf(child);
     const r = await rig().published("cmd-orphan", cell);
     assert.equal(r.status, "PATCH_READY", `exit ${code}: ${r.errorMessage ?? ""}`);
-    assert.match((await rig().blob(r.patchRef!)) ?? "", /\+done/);
+    assert.match((await rig().patch(r)) ?? "", /\+done/);
   });
 
   test("`evalfleet task` opens the topology the actors made and never creates it: a bare server is an error that says so", async () => {
@@ -219,7 +236,7 @@ describe("harness task with command harnesses", { timeout: 110_000 }, () => {
     const r = await rig().published("cmd-term", cell);
     assert.equal(r.status, "HARNESS_ERROR");
     assert.match(r.errorMessage ?? "", /SIGTERM/);
-    assert.match((await rig().blob(r.patchRef!)) ?? "", /\+partial/);
+    assert.match((await rig().patch(r)) ?? "", /\+partial/);
   });
 
   test("a cancel on the attempt's signal subject stops the harness: HARNESS_ERROR", async () => {

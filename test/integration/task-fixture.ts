@@ -66,6 +66,8 @@ export interface TaskRig {
   /** the result published for one attempt (default the first) */
   published(run: string, cell: string, attempt?: number): Promise<AttemptResult>;
   blob(name: string): Promise<string | null>;
+  /** the attempt's patch: inline in its result when small, else its blob */
+  patch(r: AttemptResult): Promise<string | null>;
   /**
    * The environment a launch backend gives `evalfleet task` for one attempt, against this rig (the provider as the
    * gateway, its work and mirror roots, log level warn); `extra` adds to it or overrides it.
@@ -81,6 +83,10 @@ export async function startTaskRig(providerOpts: ScriptedProviderOptions = {}): 
   const tmp = await mkdtemp(join(tmpdir(), "ef-task-test-"));
   const workRoot = join(tmp, "work");
   const mirrorRoot = join(tmp, "mirrors");
+  const blob = async (name: string): Promise<string | null> => {
+    const b = await plane.blobs.getBlob(name);
+    return b === null ? null : Buffer.from(b).toString("utf8");
+  };
   return {
     nats,
     plane,
@@ -163,9 +169,10 @@ export async function startTaskRig(providerOpts: ScriptedProviderOptions = {}): 
       if (!m) throw new Error("no attempt result on the stream");
       return AttemptResultSchema.parse(m.json());
     },
-    async blob(name) {
-      const b = await plane.blobs.getBlob(name);
-      return b === null ? null : Buffer.from(b).toString("utf8");
+    blob,
+    async patch(r) {
+      if (r.patch !== null) return r.patch;
+      return r.patchRef ? blob(r.patchRef) : null;
     },
     async close() {
       await provider.close();

@@ -62,7 +62,7 @@ describe("harness task with real CLI harnesses", { timeout: 115_000 }, () => {
     );
     assert.ok(r.usage.calls >= 2 && r.usage.inputTokens > 0 && r.usage.outputTokens > 0);
     assert.equal(r.usage.costNanoUsd, rig().provider.bill().total.costNanoUsd);
-    const patch = (await rig().blob(r.patchRef!)) ?? "";
+    const patch = (await rig().patch(r)) ?? "";
     assert.match(patch, /^diff --git a\/calc\.js b\/calc\.js/m);
     assert.match(patch, /^\+ {2}return a \+ b;$/m);
     assert.ok(r.numToolCalls >= 1, `tool calls ${r.numToolCalls}`);
@@ -83,7 +83,7 @@ describe("harness task with real CLI harnesses", { timeout: 115_000 }, () => {
     rig().provider.setScenario(claudeFixScenario(THREE_WRITE_FIX));
     const r = await rig().run("cc-budget", cell);
     assert.equal(r.status, "BUDGET_EXCEEDED", `${r.errorMessage}\n${r.stderr.slice(-2000)}`);
-    const patch = (await rig().blob(r.patchRef!)) ?? "";
+    const patch = (await rig().patch(r)) ?? "";
     assert.match(patch, /\+ {2}return a \+ b;/);
     assert.ok(!patch.includes("MORE.md"));
   });
@@ -105,7 +105,7 @@ describe("harness task with real CLI harnesses", { timeout: 115_000 }, () => {
       `${r.errorMessage}\n${r.stdout.slice(-2000)}\n${r.stderr.slice(-2000)}`,
     );
     assert.equal(r.usage.costNanoUsd, rig().provider.bill().total.costNanoUsd - before.costNanoUsd);
-    assert.match((await rig().blob(r.patchRef!)) ?? "", /^\+ {2}return a \+ b;$/m);
+    assert.match((await rig().patch(r)) ?? "", /^\+ {2}return a \+ b;$/m);
   });
 
   test("opencode writes the scripted fix through its bash tool: PATCH_READY", async () => {
@@ -120,6 +120,6 @@ describe("harness task with real CLI harnesses", { timeout: 115_000 }, () => {
     const r = await rig().run("oc-task", cell);
     assert.equal(r.status, "PATCH_READY", `${r.errorMessage}\n${r.stderr.slice(-2000)}`);
     assert.ok(r.usage.calls >= 2 && r.numToolCalls >= 1);
-    assert.match((await rig().blob(r.patchRef!)) ?? "", /^\+ {2}return a \+ b;$/m);
+    assert.match((await rig().patch(r)) ?? "", /^\+ {2}return a \+ b;$/m);
   });
 });

@@ -73,7 +73,7 @@ describe("the sample task library through real harness tasks (what the main job 
           mirrorRoot: rig.mirrorRoot,
         });
         const patchFile = join(scratch, `${run}.diff`);
-        await writeFile(patchFile, (await rig.plane.blobs.getBlob(r.patchRef!)) ?? new Uint8Array());
+        await writeFile(patchFile, (await rig.patch(r)) ?? "");
         execFileSync("git", ["apply", "--binary", patchFile], { cwd: fresh.dirs.repo });
         let out = "";
         try {

@@ -3,7 +3,6 @@ import { existsSync } from "node:fs";
 import { mkdir, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { describe, test } from "node:test";
-import { BlobNames } from "../../protocol/subjects.js";
 import { referenceFixScenario } from "../../scripted-provider/fixes.js";
 import { attemptDirs } from "../../task/index.js";
 import { forSuite } from "../helpers/suite.js";
@@ -21,8 +20,8 @@ describe("harness task with the reference agent", { timeout: 110_000 }, () => {
     assert.ok(r.usage.calls >= 3 && r.usage.inputTokens > 0 && r.usage.outputTokens > 0);
     assert.equal(r.usage.costNanoUsd, rig().provider.bill().total.costNanoUsd);
     assert.ok(r.numToolCalls >= 3, `tool calls: ${r.numToolCalls}`);
-    assert.equal(r.patchRef, BlobNames.attempt("ref-ok", cell, 1, "patch.diff"));
-    const patch = await rig().blob(r.patchRef!);
+    assert.equal(r.patchRef, null, "a small patch travels inline in the result");
+    const patch = await rig().patch(r);
     assert.match(patch ?? "", /^diff --git a\/calc\.js b\/calc\.js/m);
     assert.match(patch ?? "", /^\+ {2}return a \+ b;$/m);
     assert.match(r.patchHash ?? "", /^[0-9a-f]{64}$/);
@@ -54,7 +53,7 @@ describe("harness task with the reference agent", { timeout: 110_000 }, () => {
     const r = await rig().run("ref-rerun", cell, 2, { keepWorkdir: true });
     assert.equal(r.status, "PATCH_READY", r.errorMessage ?? "");
     assert.ok(!existsSync(earlier.attemptDir), "attempt 1's folder was removed");
-    const patch = (await rig().blob(r.patchRef!)) ?? "";
+    const patch = (await rig().patch(r)) ?? "";
     assert.ok(!patch.includes("stale.txt"));
     assert.equal(patch.match(/^diff --git/gm)?.length, 1);
   });
@@ -74,7 +73,7 @@ describe("harness task with the reference agent", { timeout: 110_000 }, () => {
     assert.ok(r.usage.costNanoUsd >= 400_000_000, `cost ${r.usage.costNanoUsd}`);
     // The provider bills at its list price, the shim at the run's config price: compare what was served.
     assert.equal(r.usage.inputTokens, rig().provider.bill().total.inputTokens - before.inputTokens);
-    const patch = (await rig().blob(r.patchRef!)) ?? "";
+    const patch = (await rig().patch(r)) ?? "";
     assert.match(patch, /\+ {2}return a \+ b;/);
     assert.ok(!patch.includes("MORE.md"));
     assert.equal((await rig().published("ref-budget", cell)).status, "BUDGET_EXCEEDED");

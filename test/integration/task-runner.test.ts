@@ -35,7 +35,7 @@ describe("harness task handing its harness to a runner", { timeout: 110_000 }, (
     });
     assert.equal(r.status, "PATCH_READY", `${r.errorMessage}\n${r.stderr}`);
     assert.equal(r.exitCode, 0);
-    assert.match((await rig.blob(r.patchRef!)) ?? "", /^\+ {2}return a \+ b;$/m);
+    assert.match((await rig.patch(r)) ?? "", /^\+ {2}return a \+ b;$/m);
     assert.equal(await runner, 0, "the task released the runner");
     const files = await readdir(path.join(dir, "control"));
     assert.ok(files.includes("0.launch.json") && files.includes("0.exit.json") && files.includes("done"));

@@ -45,6 +45,7 @@ function result(status: AttemptStatus, attempt = 0, patch: string | null = "abc"
     numToolCalls: 0,
     patchHash: patch,
     patchRef: patch === null ? null : "ref",
+    patch: null,
     trajectoryRef: null,
     stdout: "",
     stderr: "",

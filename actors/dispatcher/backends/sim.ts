@@ -13,6 +13,7 @@ import {
   type CellWork,
   CellWorkSchema,
   emptyUsage,
+  inlinePatchText,
   type Usage,
 } from "../../../protocol/messages.js";
 import { BlobNames, StateKeys } from "../../../protocol/subjects.js";
@@ -53,6 +54,8 @@ export interface SimBackendOptions {
   syntheticUsage?: Usage;
   /** every attempt, its calls and think time done, waits for this before it ends (a test holding all at once) */
   hold?: Promise<void>;
+  /** bytes of padding added to every simulated patch (a patch past INLINE_PATCH_MAX_BYTES goes to the object store) */
+  patchPadBytes?: number;
   /** called as each attempt starts running, with how many are running now */
   onRunning?: (running: number) => void;
 }
@@ -198,12 +201,17 @@ export class SimBackend implements LaunchBackend {
     else if (status === "TIMEOUT") errorMessage = "simulated harness timeout";
     let patchRef: string | null = null;
     let patchHash: string | null = null;
+    let patch: string | null = null;
     if (status === "PATCH_READY" || status === "BUDGET_EXCEEDED" || status === "MAX_TURNS_EXCEEDED") {
-      const patch = `diff --git a/sim.txt b/sim.txt\n--- a/sim.txt\n+++ b/sim.txt\n@@ -1 +1 @@\n-${ref.cellId}\n+${ref.cellId} fixed (attempt ${ref.attempt})\n`;
-      const bytes = new TextEncoder().encode(patch);
-      patchRef = BlobNames.attempt(ref.runName, ref.cellId, ref.attempt, "patch.diff");
+      const text = `diff --git a/sim.txt b/sim.txt\n--- a/sim.txt\n+++ b/sim.txt\n@@ -1 +1 @@\n-${ref.cellId}\n+${ref.cellId} fixed (attempt ${ref.attempt})\n${"+".repeat(this.opts.patchPadBytes ?? 0)}`;
+      const bytes = new TextEncoder().encode(text);
       patchHash = createHash("sha256").update(bytes).digest("hex");
-      await this.opts.plane.blobs.putBlob({ name: patchRef }, bytes);
+      // As a real task does: inline when small, else the object store.
+      patch = inlinePatchText(bytes);
+      if (patch === null) {
+        patchRef = BlobNames.attempt(ref.runName, ref.cellId, ref.attempt, "patch.diff");
+        await this.opts.plane.blobs.putBlob({ name: patchRef }, bytes);
+      }
     }
     const exitCode = status === "TIMEOUT" ? null : status === "HARNESS_ERROR" ? 1 : 0;
     await publishAttemptResult(
@@ -213,6 +221,7 @@ export class SimBackend implements LaunchBackend {
         sandbox: "simulated",
         usage,
         patchRef,
+        patch,
         patchHash,
         errorMessage,
         startedAt,
