@@ -4,7 +4,9 @@
  * prune of the same run finds nothing and removes nothing. Which runs, and when, is the results-writer's decision
  * (actors/results-writer/prune.ts); the run's durable rows stay in PostgreSQL.
  */
-import { runFootprint } from "../protocol/topology.js";
+import type { JetStreamManager } from "@nats-io/jetstream";
+import { StateKeys } from "../protocol/subjects.js";
+import { Buckets, runFootprint } from "../protocol/topology.js";
 import type { Plane } from "./connect.js";
 
 export interface PruneCount {
@@ -26,4 +28,16 @@ export async function pruneRunState(plane: Plane, run: string): Promise<PruneCou
   for (const info of await plane.blobs.list()) if (info.name.startsWith(fp.blobPrefix)) names.push(info.name);
   for (const name of names) await plane.blobs.delete(name);
   return { messages, blobs: names.length };
+}
+
+/**
+ * A run's attempt keys (`key.<run>.>` in the jobs bucket) removed in one purge: each was revoked when its attempt
+ * ended, so what is left is worthless plaintext. Returns how many there were. Idempotent.
+ */
+export async function purgeAttemptKeys(jsm: JetStreamManager, run: string): Promise<number> {
+  const bucket = Buckets.jobs.name;
+  const r = await jsm.streams.purge(`KV_${bucket}`, {
+    filter: `$KV.${bucket}.${StateKeys.attemptKeysOfRun(run)}`,
+  });
+  return r.purged;
 }

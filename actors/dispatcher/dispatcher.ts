@@ -421,11 +421,7 @@ export class Dispatcher {
     this.inflight.delete(key(r.run, r.cellId, r.attempt));
     this.rememberResult(key(r.run, r.cellId, r.attempt));
     // The attempt is over, whatever comes next: its key stops working at the gateway.
-    await endAttemptKey(this.d.db, this.d.plane.kv.jobs, {
-      run: r.run,
-      cellId: r.cellId,
-      attempt: r.attempt,
-    });
+    await endAttemptKey(this.d.db, { run: r.run, cellId: r.cellId, attempt: r.attempt });
     const { base, gen, pool } = c.claim;
     const cell = await this.d.claims.cell(r.run, r.cellId);
     const superseded = cell !== null && cell.latest > r.attempt;

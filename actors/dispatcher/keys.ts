@@ -1,8 +1,8 @@
 /**
  * The gateway key of each attempt (issue 14.4): minted when the dispatcher launches the attempt, capped at the run's
  * `max_cost_usd`, bound to its cell and the cell's model(s) and exemption, handed to the task through the jobs bucket
- * (`key.<run>.<cell>.<attempt>`, which only that attempt's NATS user may read), and revoked and deleted when the
- * attempt ends. The gateway enforces the cap and the binding itself, so they hold even if the shim is subverted.
+ * (`key.<run>.<cell>.<attempt>`, which only that attempt's NATS user may read), revoked when the attempt ends and
+ * purged from the bucket with the run's other keys when the run does. The gateway enforces the cap and the binding itself, so they hold even if the shim is subverted.
  */
 import type { KV } from "@nats-io/kv";
 import type { RunConfig } from "../../protocol/config.js";
@@ -60,8 +60,11 @@ export async function mintAttemptKey(
   return true;
 }
 
-/** The attempt ended: its key stops working at the gateway and leaves the bucket. Idempotent. */
-export async function endAttemptKey(db: Db, jobs: KV, ref: AttemptKeyRef): Promise<void> {
+/**
+ * The attempt ended: its key stops working at the gateway. Idempotent. Its plaintext stays in the jobs bucket, worthless
+ * (revoked) and readable only by the attempt's own NATS user, which expired with it, until the run ends: then the
+ * run's attempt keys leave the bucket in one purge (`purgeAttemptKeys`), not one delete message per attempt.
+ */
+export async function endAttemptKey(db: Db, ref: AttemptKeyRef): Promise<void> {
   await revokeAttemptKeys(db, ref.run, ref.cellId, ref.attempt);
-  await jobs.delete(StateKeys.attemptKey(ref.run, ref.cellId, ref.attempt)).catch(() => undefined);
 }

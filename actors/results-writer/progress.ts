@@ -2,6 +2,7 @@ import type { JetStreamManager } from "@nats-io/jetstream";
 import type { KV } from "@nats-io/kv";
 import type { Logger } from "../../lib/log.js";
 import { compareAndSet, TypedKv } from "../../plane/kv.js";
+import { purgeAttemptKeys } from "../../plane/prune.js";
 import {
   type CellProgress,
   CellProgressSchema,
@@ -10,7 +11,7 @@ import {
   RunProgressSchema,
 } from "../../protocol/messages.js";
 import { nanoToUsd } from "../../protocol/money.js";
-import { ProgressKeys, StateKeys } from "../../protocol/subjects.js";
+import { ProgressKeys } from "../../protocol/subjects.js";
 import { Consumers, Streams } from "../../protocol/topology.js";
 import type { Db } from "../../store/db.js";
 import { revokeRunKeys } from "../../store/keys.js";
@@ -32,7 +33,7 @@ export interface CellFinal {
 
 export interface ProgressOptions {
   kv: KV;
-  /** the jobs bucket, where a run's gateway key is handed to its tasks (deleted when the run finishes) */
+  /** the jobs bucket, where attempt keys are handed to tasks (purged when the run finishes) */
   jobs?: KV;
   jsm: JetStreamManager;
   db: Db;
@@ -162,12 +163,9 @@ export class ProgressWriter {
         data: { ...f },
       });
     await revokeRunKeys(this.o.db, run);
-    // Attempt keys its dispatcher did not get to delete (a replica that died mid-attempt): revoked above already.
-    if (this.o.jobs) {
-      const left: string[] = [];
-      for await (const k of await this.o.jobs.keys(StateKeys.attemptKeysOfRun(run))) left.push(k);
-      for (const k of left) await this.o.jobs.delete(k);
-    }
+    // Every attempt key is revoked now (each when its attempt ended, any a dead replica left just above): their
+    // plaintext leaves the jobs bucket in one purge.
+    if (this.o.jobs) await purgeAttemptKeys(this.o.jsm, run);
   }
 
   /** Recount one run and write its key. Returns whether the run is finished. */

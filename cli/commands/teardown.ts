@@ -5,6 +5,7 @@ import { openDatabase } from "../../actors/runtime/main.js";
 import { loadSettings } from "../../config/index.js";
 import { createLogger } from "../../lib/log.js";
 import { openPlane, type Plane } from "../../plane/connect.js";
+import { purgeAttemptKeys } from "../../plane/prune.js";
 import { ErrorCode, EvalfleetError } from "../../protocol/errors.js";
 import { StateKeys } from "../../protocol/subjects.js";
 import { revokeRunKeys } from "../../store/keys.js";
@@ -116,10 +117,8 @@ export function register(program: Command): void {
                 }
               } else missing.push("PostgreSQL (set DATABASE_URL or PGHOST)");
               if (plane) {
-                const left: string[] = [];
-                for await (const k of await plane.kv.jobs.keys(StateKeys.attemptKeysOfRun(run))) left.push(k);
-                for (const k of left) await plane.kv.jobs.delete(k);
-                done.push(`${left.length} KV cop${left.length === 1 ? "y" : "ies"} deleted`);
+                const n = await purgeAttemptKeys(plane.jsm, run);
+                done.push(`${n} KV cop${n === 1 ? "y" : "ies"} deleted`);
               } else missing.push("the KV copy (NATS unreachable)");
               if (missing.length > 0)
                 throw new EvalfleetError(

@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import { type Gateway, startGateway } from "../../gateway/server.js";
+import { purgeAttemptKeys } from "../../plane/prune.js";
 import { StateKeys } from "../../protocol/subjects.js";
 import { type ScriptedProvider, startScriptedProvider } from "../../scripted-provider/index.js";
 import { budgetState, type DispatchRig, startRig, waitFor } from "./dispatcher-fixture.js";
@@ -91,8 +92,27 @@ describe("dispatcher sim backend through the gateway", () => {
       assert.equal(k.cap_nano_usd, "500000000");
       assert.equal(k.revoked, true, `${k.cell_id}'s key revoked when its attempt ended`);
       assert.equal(k.calls, "2", `${k.cell_id}'s two calls were made with its own key`);
-      const left = await rig.client.kv.jobs.get(StateKeys.attemptKey("via-gw", k.cell_id, k.attempt));
-      assert.notEqual(left?.operation, "PUT", "deleted from the jobs bucket");
+      // Its copy stays in the jobs bucket until the run's end purges the run's keys (the results-writer, not in this
+      // rig): worthless, the gateway refuses it.
+      const left = (
+        await rig.client.kv.jobs.get(StateKeys.attemptKey("via-gw", k.cell_id, k.attempt))
+      )?.string();
+      assert.match(left ?? "", /^efk-/);
+      const res = await fetch(`${gw.url}/v1/messages`, {
+        method: "POST",
+        headers: {
+          "x-api-key": left ?? "",
+          "anthropic-version": "2023-06-01",
+          "content-type": "application/json",
+        },
+        body: JSON.stringify({ model: MODEL, max_tokens: 10, messages: [{ role: "user", content: "hi" }] }),
+      });
+      assert.equal(res.status, 401, `${k.cell_id}'s revoked key is refused`);
+      await res.body?.cancel();
     }
+    assert.equal(provider.calls().length, 8, "and nothing more reached the provider");
+    assert.equal(await purgeAttemptKeys(rig.client.jsm, "via-gw"), 4, "the run's end purges them at once");
+    for (const k of keys.rows)
+      assert.equal(await rig.client.kv.jobs.get(StateKeys.attemptKey("via-gw", k.cell_id, k.attempt)), null);
   });
 });
