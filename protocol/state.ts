@@ -22,6 +22,8 @@ export const OpenCellSchema = z.object({
   a: z.array(count),
   /** the billable part of that cost (earlier attempts of a cell still open), so the ledger follower can leave it out */
   s: nano.default(0),
+  /** the cell message (stream sequence) that admitted it: which submission of the cell holds the reservation */
+  g: count.optional(),
 });
 export type OpenCell = z.output<typeof OpenCellSchema>;
 
@@ -68,12 +70,15 @@ export const ClaimSchema = z.object({
 });
 export type Claim = z.output<typeof ClaimSchema>;
 
-/** Per cell: the generation and attempt launched last, and whether the cell reached its final outcome. */
+/**
+ * Per cell: the generation and attempt launched last. Whether that generation is over is not written here (a KV write
+ * per cell): it is over once its reservation is released, i.e. the budget state holds no open entry of that
+ * generation for the cell (`submissionOver`).
+ */
 export const CellLaunchSchema = z.object({
   gen: count,
   base: count,
   latest: count,
-  final: z.boolean(),
   at: z.string(),
 });
 export type CellLaunch = z.output<typeof CellLaunchSchema>;

@@ -47,6 +47,8 @@ export interface AdmitRequest {
   budgetNano: number | null;
   /** the jobs-bucket revision of the config `budgetNano` came from */
   configRev: number;
+  /** the admitting cell message's stream sequence, kept on the open entry (which submission holds it) */
+  gen?: number;
 }
 
 export type AdmitResult =
@@ -79,6 +81,17 @@ export interface LedgerRequest {
 }
 
 export type LedgerResult = { kind: "ledgered"; extraNano: number; remainingNano: number; changed: boolean };
+
+/**
+ * Whether the cell's submission `gen` is over: its reservation released. An open entry admitted by another message
+ * (a resubmission that has not launched yet) means this one is over; one from before entries carried their
+ * generation is taken as this one's.
+ */
+export function submissionOver(state: BudgetState | null, cellId: string, gen: number): boolean {
+  const open = state?.open[cellId];
+  if (!open) return true;
+  return open.g !== undefined && open.g !== gen;
+}
 
 export type BudgetOp = AdmitRequest | ReconcileRequest | LedgerRequest;
 export type BudgetOpResult = AdmitResult | ReconcileResult | LedgerResult;
@@ -187,7 +200,14 @@ function admit(state: BudgetState, op: AdmitRequest, running: BatchCounts): Admi
       };
     state.remainingNano -= reserve;
   }
-  state.open[op.cellId] = { r: reserve, p: op.pool, x: op.exempt, a: [], s: 0 };
+  state.open[op.cellId] = {
+    r: reserve,
+    p: op.pool,
+    x: op.exempt,
+    a: [],
+    s: 0,
+    ...(op.gen !== undefined ? { g: op.gen } : {}),
+  };
   running.changed = true;
   running.running++;
   running.pools.set(op.pool, (running.pools.get(op.pool) ?? 0) + 1);

@@ -20,6 +20,7 @@ import { attemptBillableNanoUsd } from "../../store/ledger.js";
 import type { Delivery } from "../runtime/actor.js";
 import type { JobRef, LaunchBackend, LaunchRef, StopClass } from "./backends/types.js";
 import type { BudgetBook } from "./book.js";
+import { submissionOver } from "./budget.js";
 import type { Claim, Claims } from "./claims.js";
 import type { ControlBoard } from "./control.js";
 import { endAttemptKey, mintAttemptKey } from "./keys.js";
@@ -105,15 +106,16 @@ export class Dispatcher {
     const prev = await claims.cell(w.run, w.cellId);
     let attempt = w.firstAttempt ?? 0;
     if (prev) {
+      const over = await this.submissionOver(w.run, w.cellId, prev.gen);
       if (prev.gen === gen) {
         // A redelivered message: the attempt may be launched already, or its claimant may have died first.
-        if (prev.final) return;
+        if (over) return;
         await this.ensureLaunched(w.run, w.cellId, prev.latest, del.signal);
         return;
       }
       const ctx = await this.d.runs.get(w.run);
       const staleMs = (ctx.config.timeout_seconds + 120) * 1_000;
-      if (!prev.final && Date.now() - Date.parse(prev.at) < staleMs) {
+      if (!over && Date.now() - Date.parse(prev.at) < staleMs) {
         this.d.log.info({ run: w.run, cell: w.cellId }, "cell still running from an earlier submission");
         return;
       }
@@ -145,7 +147,7 @@ export class Dispatcher {
     }
     const prev = await this.d.claims.cell(w.run, w.cellId);
     const running = prev ? await this.d.claims.get(w.run, w.cellId, prev.latest) : null;
-    if (running?.claim.launchedAt && !prev?.final) return;
+    if (prev && running?.claim.launchedAt && !(await this.submissionOver(w.run, w.cellId, prev.gen))) return;
     const error = `the dispatcher could not handle this cell: ${err.message} (an infrastructure failure, not the model's)`;
     await this.d.book.reconcile(w.run, {
       cellId: w.cellId,
@@ -160,6 +162,11 @@ export class Dispatcher {
       message: `${w.cellId}: ${error}`,
       data: { cellId: w.cellId },
     });
+  }
+
+  /** Has the cell's submission `gen` ended (its reservation released)? Read only off the hot path. */
+  private async submissionOver(run: string, cellId: string, gen: number): Promise<boolean> {
+    return submissionOver(await this.d.book.read(run), cellId, gen);
   }
 
   /** Drain: leave the cell pending (resume requeues it). Cancel: the cell ends failed. */
@@ -180,6 +187,7 @@ export class Dispatcher {
       const ctx = await this.d.runs.get(w.run);
       const r = await this.d.book.admit(w.run, {
         cellId: w.cellId,
+        gen: del.streamSeq,
         pool: w.pool,
         exempt: w.exempt,
         estimateNano: ctx.estimate(w.exempt),
@@ -274,7 +282,7 @@ export class Dispatcher {
       await this.ensureLaunched(run, cellId, attempt, signal);
       return;
     }
-    await this.d.claims.setCell(run, cellId, { gen, base, latest: attempt, final: false, at: claim.at });
+    await this.d.claims.setCell(run, cellId, { gen, base, latest: attempt, at: claim.at });
     await this.start(run, cellId, attempt, claim, signal);
   }
 
@@ -463,11 +471,10 @@ export class Dispatcher {
       return;
     }
     if (final) {
+      // The reservation released above is what marks the cell's submission over (no record of it to write).
       if (state === "cancelled") await this.finish(r.run, r.cellId, r.attempt, "failed", CANCELLED_ERROR);
       else if (!cls.final)
         await this.finish(r.run, r.cellId, r.attempt, "failed", this.stopError(r.run, cls.errorClass));
-      else if (cell)
-        await this.d.claims.setCell(r.run, r.cellId, { ...cell, final: true, at: new Date().toISOString() });
       return;
     }
     // Retry: the message stays unacked until the next attempt is launched, so a crash here retries the retry.
@@ -504,9 +511,6 @@ export class Dispatcher {
 
   /** A final outcome the dispatcher decided itself (cancel, drain, infrastructure exhausted). */
   private async finish(run: string, cellId: string, attempt: number, status: "failed", error: string) {
-    const cell = await this.d.claims.cell(run, cellId);
-    if (cell)
-      await this.d.claims.setCell(run, cellId, { ...cell, final: true, at: new Date().toISOString() });
     await this.status.mark(run, cellId, status, error);
     await this.cellProgress(run, cellId, attempt, status, error);
     await this.d.publishEvent({

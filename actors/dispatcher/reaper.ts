@@ -10,6 +10,7 @@ import { Consumers } from "../../protocol/topology.js";
 import { localTaskAlive } from "./backends/local.js";
 import type { LaunchBackend } from "./backends/types.js";
 import type { BudgetBook } from "./book.js";
+import { submissionOver } from "./budget.js";
 import type { Claims } from "./claims.js";
 import type { ControlBoard } from "./control.js";
 import type { Dispatcher } from "./dispatcher.js";
@@ -74,7 +75,8 @@ export async function reapOnce(d: ReaperDeps, signal: AbortSignal): Promise<numb
     for (const [cellId, open] of Object.entries(state.open)) {
       if (signal.aborted || ++looked > (d.maxCells ?? 5_000)) return reaped;
       const cell = await d.claims.cell(state.run, cellId);
-      if (!cell || cell.final) continue;
+      // No record yet, or the reservation is a newer submission's that has not launched: its message comes back.
+      if (!cell || submissionOver(state, cellId, cell.gen)) continue;
       const c = await d.claims.get(state.run, cellId, cell.latest);
       if (!c || (await alive(c.claim.by))) continue;
       if (!c.claim.launchedAt) {

@@ -7,6 +7,7 @@ import {
   counts,
   formatUsd4,
   newBudgetState,
+  submissionOver,
 } from "../../actors/dispatcher/budget.js";
 
 const USD = 1_000_000_000;
@@ -20,6 +21,34 @@ const admitOp = (cellId: string, over: Partial<AdmitRequest> = {}): AdmitRequest
   budgetNano: USD,
   configRev: 1,
   ...over,
+});
+
+describe("a cell's submission is over once its reservation is released", () => {
+  it("open under its own generation: not over; released, or held by a newer submission: over", () => {
+    const s = newBudgetState("r", USD, 0);
+    const run = counts(s);
+    assert.equal(submissionOver(null, "a", 7), true, "no state at all");
+    applyOp(s, admitOp("a", { gen: 7 }), run);
+    assert.equal(s.open.a?.g, 7, "the admitting message's generation is kept");
+    assert.equal(submissionOver(s, "a", 7), false, "its own submission still holds it");
+    assert.equal(
+      submissionOver(s, "a", 3),
+      true,
+      "an earlier submission's is over (a resubmission was admitted)",
+    );
+    // The same cell admitted again by a redelivered message keeps the first admitter's generation.
+    applyOp(s, admitOp("a", { gen: 9 }), run);
+    assert.equal(s.open.a?.g, 7);
+    applyOp(s, { kind: "reconcile", cellId: "a", attempt: 0, actualNano: 1, final: true }, run);
+    assert.equal(submissionOver(s, "a", 7), true, "released");
+  });
+
+  it("an entry from before entries carried their generation counts as the asker's", () => {
+    const s = newBudgetState("r", USD, 0);
+    applyOp(s, admitOp("a"), counts(s));
+    assert.equal(s.open.a?.g, undefined);
+    assert.equal(submissionOver(s, "a", 7), false);
+  });
 });
 
 describe("budget math", () => {
