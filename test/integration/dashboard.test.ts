@@ -78,18 +78,18 @@ describe("dashboard in headless Chromium", () => {
   before(async () => {
     rig = await startDashboardRig("dashboard");
     ({ f, plane, browser, cells } = rig);
-    // One attempt's patch lives in the object store, as the task entrypoint leaves it.
+    // One attempt's patch lives only in the object store: a row from before the results-writer kept every patch in
+    // diff (the drill-down reads the row first, the blob for such a row).
     const withBlob = cellId("h-alpha", TASKS[0], 0);
     const ref = BlobNames.attempt(RUN, withBlob, 0, "patch.diff");
     await plane.blobs.putBlob(
       { name: ref },
       new TextEncoder().encode("diff --git a/blob b/blob\n+from the object store\n"),
     );
-    await f.db.query("UPDATE run_results SET patch_ref = $3 WHERE run_name = $1 AND cell_id = $2", [
-      RUN,
-      withBlob,
-      ref,
-    ]);
+    await f.db.query(
+      "UPDATE run_results SET patch_ref = $3, diff = NULL WHERE run_name = $1 AND cell_id = $2",
+      [RUN, withBlob, ref],
+    );
     dash = await rig.startDashboard({ port: 0, flushMs: 100 });
   });
   after(async () => {

@@ -20,7 +20,7 @@ import { after, before, describe, test } from "node:test";
 import type { ContainerRuntime } from "../../containers/index.js";
 import { type Gateway, startGateway } from "../../gateway/server.js";
 import { mintAttemptUser } from "../../plane/nats-auth.js";
-import { ApiSubjects, BlobNames, StateKeys, Subjects } from "../../protocol/subjects.js";
+import { ApiSubjects, StateKeys, Subjects } from "../../protocol/subjects.js";
 import { Buckets, ObjectStores, Streams } from "../../protocol/topology.js";
 import { createAttemptKey } from "../../store/keys.js";
 import { ATTEMPT_LABEL, attemptLabel } from "../../task/sandbox.js";
@@ -262,7 +262,7 @@ describe("a hostile harness in its container finds nothing", { timeout: 900_000 
       keepWorkdir: true,
     });
     assert.equal(r.sandbox, "container", JSON.stringify(r).slice(0, 2000));
-    const patch = (await rig.blob(BlobNames.attempt(run, cell, 1, "patch.diff"))) ?? "";
+    const patch = (await rig.patch(r)) ?? "";
     assert.match(patch, /\+findings: 0/, `the harness found something:\n${patch}\n${r.stdout}\n${r.stderr}`);
     assert.doesNotMatch(patch, /FOUND/);
     assert.equal(r.status, "PATCH_READY", r.errorMessage ?? "");
@@ -343,7 +343,7 @@ describe("a hostile harness on a shared network (unsandboxed; the ECS task's nam
       keepWorkdir: true,
     });
     assert.equal(r.sandbox, "process");
-    const patch = (await rig.blob(BlobNames.attempt(run, cell, 1, "patch.diff"))) ?? "";
+    const patch = (await rig.patch(r)) ?? "";
     assert.match(patch, /\+findings: 0/, `the harness got through:\n${patch}\n${r.stdout}\n${r.stderr}`);
     assert.ok(existsSync(dirs.repo), "the attempt ran");
     const attempts = await rig.plane.jsm.streams.info(Streams.attempts.name, { subjects_filter: ">" });

@@ -65,11 +65,12 @@ before(async () => {
   const db = await openDb({ dataDir: join(dir, "pglite") });
   await migrate(db);
   await seedReportRun(db);
-  // One cell's patch lives in the object store only (its diff column says something else).
-  await db.query(
-    "UPDATE run_results SET patch_ref = $2, diff = 'not the object store' WHERE run_name = $1 AND cell_id = $3",
-    [RUN, `${RUN}/${PROBE_CELL}/0/patch.diff`, "h-alpha__m-x__astropy__astropy-1__r0"],
-  );
+  // One cell's patch lives in the object store only (a row from before the results-writer kept patches in diff).
+  await db.query("UPDATE run_results SET patch_ref = $2, diff = NULL WHERE run_name = $1 AND cell_id = $3", [
+    RUN,
+    `${RUN}/${PROBE_CELL}/0/patch.diff`,
+    "h-alpha__m-x__astropy__astropy-1__r0",
+  ]);
   await db.close();
 });
 

@@ -8,6 +8,7 @@ import { after, before, describe, it } from "node:test";
 import { startGraderSupervisor } from "../../actors/grader-supervisor/actor.js";
 import { pruneBlocker, pruneFinishedRuns } from "../../actors/results-writer/prune.js";
 import { silentLogger } from "../../lib/log.js";
+import { INLINE_PATCH_MAX_BYTES } from "../../protocol/messages.js";
 import { ProgressKeys } from "../../protocol/subjects.js";
 import { runFootprint } from "../../protocol/topology.js";
 import { attemptResults, type DispatchRig, rigRun, startRig, waitFor } from "./dispatcher-fixture.js";
@@ -32,6 +33,8 @@ before(async () => {
       // Task b fails its first attempt (HARNESS_ERROR is final), so a resume re-runs it; the run `live` thinks long.
       outcome: (ref) => (ref.cellId.includes("__b__") && ref.attempt === 0 ? "HARNESS_ERROR" : "PATCH_READY"),
       thinkMs: (ref) => (ref.runName === "live" ? 120_000 : 50),
+      // Patches too big to travel inline: they are blobs, which a prune removes (and their rows keep).
+      patchPadBytes: INLINE_PATCH_MAX_BYTES,
     },
   });
 });
@@ -92,6 +95,11 @@ describe("pruning finished runs", { timeout: 180_000 }, () => {
     assert.deepEqual(await pruneFinishedRuns(ctx, 0), ["pr"]);
     assert.deepEqual(await footprint("pr"), { messages: 0, keys: 0, blobs: 0 });
     assert.equal(await rowCount("pr"), 2, "the durable rows stay");
+    const kept = await rig.store.db.query<{ n: number }>(
+      "SELECT count(*)::int AS n FROM run_results WHERE run_name = 'pr' AND length(diff) > $1",
+      [INLINE_PATCH_MAX_BYTES],
+    );
+    assert.equal(kept.rows[0]?.n, 1, "and so does the patch of the one PATCH_READY attempt, whole");
     const live = await footprint("live");
     assert.ok(live.keys > 0 && live.messages > 0, "the running run keeps its state");
     assert.deepEqual(await pruneFinishedRuns(ctx, 0), [], "a second prune finds nothing");
