@@ -402,7 +402,8 @@ describe("aws emulator: `evalfleet teardown` as an operator runs it", () => {
     assert.equal(asg.groups.get("evalfleet-eval-hosts")?.desired, 0);
     assert.equal(
       (await plane.kv.jobs.get(StateKeys.attemptKey("td-run", "c0", 0)))?.operation ?? "gone",
-      "DEL",
+      "gone",
+      "the run's KV copies purged",
     );
     if (store.url) {
       assert.match(
