@@ -15,6 +15,7 @@ import {
 } from "../../protocol/messages.js";
 import { classifyAttempt, retriesOf } from "../../protocol/retry.js";
 import { ProgressKeys, Subjects } from "../../protocol/subjects.js";
+import { Streams } from "../../protocol/topology.js";
 import type { Db } from "../../store/db.js";
 import { attemptBillableNanoUsd } from "../../store/ledger.js";
 import type { Delivery } from "../runtime/actor.js";
@@ -580,7 +581,7 @@ export class Dispatcher {
           if (this.resulted.delete(key(f.ref.runName, f.ref.cellId, f.ref.attempt))) return;
           // Stopped meanwhile: this replica speaks for nothing any more; the next one's reaper finds the attempt.
           if (signal.aborted) return;
-          this.noResult(f.ref, f.base, stop, signal, out).catch((err: unknown) =>
+          this.standIn(f, stop, signal, out).catch((err: unknown) =>
             this.d.log.error(
               { err: String(err), ref: f.ref },
               "could not finish a task that ended without a result",
@@ -590,6 +591,26 @@ export class Dispatcher {
         clean ? this.d.cleanExitGraceMs : this.d.exitGraceMs,
       ).unref();
     }
+  }
+
+  /**
+   * A task stopped and its result has not been handled here within the grace: publish one for it, unless its own is
+   * in the stream already (a loaded plane handles results late; a stand-in would only be a duplicate that JetStream
+   * drops, yet every consumer of the subject would still see it go by). A lookup that fails publishes: the message
+   * id keeps a duplicate out of the stream either way.
+   */
+  private async standIn(
+    f: InFlight,
+    stop: StopClass,
+    signal: AbortSignal,
+    out: { stdout: string; stderr: string } | undefined,
+  ): Promise<void> {
+    const subject = Subjects.attempts.one(f.ref.runName, f.ref.cellId, f.ref.attempt);
+    const own = await this.d.plane.jsm.streams
+      .getMessage(Streams.attempts.name, { last_by_subj: subject })
+      .catch(() => null);
+    if (own) return;
+    await this.noResult(f.ref, f.base, stop, signal, out);
   }
 
   private async cellProgress(
