@@ -66,6 +66,7 @@ export async function startDispatcher(opts: DispatcherOptions): Promise<Actor> {
   const book = new BudgetBook(plane.kv.budgets, (run) => runs.seed(run), log);
   const claims = new Claims(plane.kv.budgets);
   let control: ControlBoard | undefined;
+  const staleClaimMs = opts.staleClaimMs ?? 30_000;
   const dispatcher = new Dispatcher({
     plane,
     db,
@@ -80,7 +81,7 @@ export async function startDispatcher(opts: DispatcherOptions): Promise<Actor> {
     publishEvent: (ev) => actor.publishEvent(ev),
     ...(opts.retryDelaysMs ? { retryDelaysMs: opts.retryDelaysMs } : {}),
     ...(opts.natsSigner ? { natsSigner: opts.natsSigner } : {}),
-    staleClaimMs: opts.staleClaimMs ?? 30_000,
+    staleClaimMs,
     capacityPollMs: opts.capacityPollMs ?? 250,
     exitGraceMs: opts.exitGraceMs ?? 1_500,
     cleanExitGraceMs: opts.cleanExitGraceMs ?? 60_000,
@@ -143,7 +144,18 @@ export async function startDispatcher(opts: DispatcherOptions): Promise<Actor> {
     if (reaping) return;
     reaping = true;
     reapOnce(
-      { plane, book, claims, dispatcher, backend, control: () => control!, alive, selfId: actor.id, log },
+      {
+        plane,
+        book,
+        claims,
+        dispatcher,
+        backend,
+        control: () => control!,
+        alive,
+        selfId: actor.id,
+        staleClaimMs,
+        log,
+      },
       actor.signal,
     )
       .catch((err: unknown) => log.warn({ err: String(err) }, "looking for orphaned attempts failed"))

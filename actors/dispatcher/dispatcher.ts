@@ -80,8 +80,8 @@ export class Dispatcher {
   readonly inflight = new Map<string, InFlight>();
   /** Attempts whose result this replica has handled, so a task seen stopped gets no stand-in result after it. */
   private readonly resulted = new Set<string>();
-  /** attempts whose backend launch is in progress in this process */
-  private readonly launching = new Set<string>();
+  /** attempts whose backend launch is in progress in this process: true once it went through (a task or a result) */
+  private readonly launching = new Map<string, Promise<boolean>>();
   /** attempts this process launched, with their handles (bounded like `resulted`) */
   private readonly launched = new Map<string, string>();
 
@@ -222,7 +222,8 @@ export class Dispatcher {
    */
   async ensureLaunched(run: string, cellId: string, attempt: number, signal: AbortSignal): Promise<void> {
     const c = await this.d.claims.get(run, cellId, attempt);
-    if (!c || c.claim.launchedAt || this.launching.has(key(run, cellId, attempt))) return;
+    if (!c || c.claim.launchedAt) return;
+    if (await this.launchedHere(run, cellId, attempt)) return;
     const handle = this.launched.get(key(run, cellId, attempt));
     if (handle) {
       // Launched here, but the claim's record of it was lost (NATS went away before the write landed, so the cell
@@ -267,6 +268,22 @@ export class Dispatcher {
     await this.start(run, cellId, attempt, mine, signal);
   }
 
+  /**
+   * Is the attempt being launched in this process for another delivery of its cell message (whose ack wait ran out
+   * under load)? Then wait for that launch: true once it went through. A launch that failed throws, so this delivery
+   * is not acked either: were it acked, the failed one's own delivery might be gone already, and the attempt would
+   * never start. False when nothing is being launched here.
+   */
+  private async launchedHere(run: string, cellId: string, attempt: number): Promise<boolean> {
+    const pending = this.launching.get(key(run, cellId, attempt));
+    if (!pending) return false;
+    if (await pending) return true;
+    throw new RetryableError(
+      ErrorCode.Unavailable,
+      `attempt ${attempt} of ${cellId}: launching it here failed; it is tried again`,
+    );
+  }
+
   /** Claim (create fails if it exists) and launch one attempt. */
   async launchAttempt(
     run: string,
@@ -290,7 +307,12 @@ export class Dispatcher {
   private async start(run: string, cellId: string, attempt: number, claim: Claim, signal: AbortSignal) {
     const ref: JobRef = { runName: run, cellId, attempt, pool: claim.pool };
     const k = key(run, cellId, attempt);
-    this.launching.add(k);
+    // Two deliveries of one cell message may both get here (the second took the claim over before the first wrote
+    // its launch record): one launches, the other waits for it.
+    if (await this.launchedHere(run, cellId, attempt)) return;
+    let settle: (through: boolean) => void = () => {};
+    this.launching.set(k, new Promise<boolean>((r) => (settle = r)));
+    let through = false;
     let res: Awaited<ReturnType<LaunchBackend["launch"]>>[number] | undefined;
     try {
       // Before the launch, so a fast attempt's final status (the results-writer's) is never overwritten by it.
@@ -321,8 +343,10 @@ export class Dispatcher {
         this.rememberLaunch(k, res.handle);
         await this.recordLaunch(run, cellId, attempt, claim, res.handle);
       }
+      through = true;
     } finally {
       this.launching.delete(k);
+      settle(through);
     }
     if (res?.handle) return;
     await this.noResult(

@@ -34,6 +34,8 @@ export interface ReaperDeps {
   control: () => ControlBoard;
   alive: (id: string) => Promise<boolean>;
   selfId: string;
+  /** a claim of this replica's own older than this that never launched is launched again (see below) */
+  staleClaimMs: number;
   log: Logger;
   /** cells looked at per pass */
   maxCells?: number;
@@ -78,7 +80,14 @@ export async function reapOnce(d: ReaperDeps, signal: AbortSignal): Promise<numb
       // No record yet, or the reservation is a newer submission's that has not launched: its message comes back.
       if (!cell || submissionOver(state, cellId, cell.gen)) continue;
       const c = await d.claims.get(state.run, cellId, cell.latest);
-      if (!c || (await alive(c.claim.by))) continue;
+      if (!c) continue;
+      // This replica's own claim, stale and never launched: the launch failed after another delivery of the cell
+      // message was acked, so nothing else would ever start it. ensureLaunched waits for a launch still under way.
+      const ownStuck =
+        c.claim.by === d.selfId &&
+        !c.claim.launchedAt &&
+        Date.now() - Date.parse(c.claim.at) >= d.staleClaimMs;
+      if (!ownStuck && (await alive(c.claim.by))) continue;
       if (!c.claim.launchedAt) {
         // Claimed by a replica that died before it recorded a launch. Its cell message may be acked already (or a
         // take-over lost a compare-and-set to a stale read), and then nothing else would ever launch the attempt.
