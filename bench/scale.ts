@@ -16,12 +16,15 @@
 import { startDispatcher } from "../actors/dispatcher/actor.js";
 import { SimBackend } from "../actors/dispatcher/backends/sim.js";
 import type { JobRef, LaunchBackend } from "../actors/dispatcher/backends/types.js";
+import type { BudgetState } from "../actors/dispatcher/budget.js";
 import { startPlanner } from "../actors/planner/actor.js";
 import { startResultsWriter } from "../actors/results-writer/actor.js";
 import { loadBenchSettings } from "../config/index.js";
-import { silentLogger } from "../lib/log.js";
+import { createLogger, silentLogger } from "../lib/log.js";
+import type { Plane } from "../plane/connect.js";
 import { emptyUsage } from "../protocol/messages.js";
-import { ProgressKeys, Subjects } from "../protocol/subjects.js";
+import { ProgressKeys, StateKeys, Subjects } from "../protocol/subjects.js";
+import { Consumers } from "../protocol/topology.js";
 import type { Db } from "../store/db.js";
 import { machineCpuS, procCpuS, rssMbOf, startBenchPlane, streamBytes, streamSeqs } from "./common.js";
 import { ForkedSimBackend, thinkMsFor } from "./sim-workers.js";
@@ -96,7 +99,11 @@ async function main() {
   let forked: ForkedSimBackend | undefined;
   try {
     const client = await plane("bench-client");
-    const log = silentLogger();
+    // BENCH_LOG_LEVEL=warn (say): the actors' own account of what went wrong, on stderr.
+    const log =
+      bench.logLevel === "silent"
+        ? silentLogger()
+        : createLogger({ name: "bench-scale", level: bench.logLevel });
     const run = "bench-scale";
 
     // finish time per cell (from the result on the wire) and durable time (results-writer commit)
@@ -281,6 +288,7 @@ async function main() {
       if (phase === "finished") break;
       if (Date.now() > deadline) {
         console.log(`deadline reached with the run ${phase || "not started"}: stopping`);
+        await explainUnfinished(client, store.db, run);
         break;
       }
     }
@@ -419,3 +427,29 @@ const watchdog = setTimeout(
 watchdog.unref();
 const ok = await main();
 process.exit(ok ? 0 : 1);
+
+/** Why a run did not finish: its cells not final, each with its launch record, claim and budget entry; the consumers. */
+async function explainUnfinished(client: Plane, db: Db, run: string): Promise<void> {
+  const open = await db.query<{ cell_id: string; status: string }>(
+    "SELECT cell_id, status FROM run_state WHERE run_name = $1 AND status IN ('pending', 'running') ORDER BY cell_id LIMIT 10",
+    [run],
+  );
+  const budget = (await client.kv.budgets.get(StateKeys.budget(run)))?.json<BudgetState>();
+  console.log(
+    `not final: ${open.rows.length}${open.rows.length === 10 ? "+" : ""} cells; budget open entries ${Object.keys(budget?.open ?? {}).length}`,
+  );
+  for (const r of open.rows) {
+    const cell = (await client.kv.budgets.get(StateKeys.cellLaunch(run, r.cell_id)))?.string() ?? "none";
+    const latest = cell === "none" ? 0 : (JSON.parse(cell) as { latest: number }).latest;
+    const claim = (await client.kv.budgets.get(StateKeys.claim(run, r.cell_id, latest)))?.string() ?? "none";
+    console.log(
+      `  ${r.cell_id} ${r.status}: launch record ${cell}; claim of attempt ${latest} ${claim}; budget entry ${JSON.stringify(budget?.open[r.cell_id] ?? null)}`,
+    );
+  }
+  for (const c of [Consumers.dispatcher, Consumers.dispatcherAttempts]) {
+    const i = await client.jsm.consumers.info(c.stream, c.durable).catch(() => null);
+    console.log(
+      `  consumer ${c.durable}: pending ${i?.num_pending}, ack pending ${i?.num_ack_pending}, redelivered ${i?.num_redelivered}`,
+    );
+  }
+}

@@ -1,10 +1,11 @@
 import { ErrorCode, formatIssues, ValidationError } from "../protocol/errors.js";
-import { hostGroup } from "./common.js";
+import { hostGroup, LOG_LEVELS } from "./common.js";
 import { type GroupsOut, loadGroups } from "./load.js";
 import {
   type AnyGroup,
   boolText,
   defineGroup,
+  enumText,
   type Group,
   intText,
   optionalText,
@@ -44,6 +45,12 @@ const scale = defineGroup({
     thinkS: count("BENCH_THINK_S", "how long each attempt lives, seconds (±15 %)", "40", 3600),
     calls: meteredCalls,
     deadlineS: count("BENCH_DEADLINE_S", "the bench stops by itself after this many seconds", "540", 86_400),
+    logLevel: setting({
+      env: "BENCH_LOG_LEVEL",
+      doc: "the in-process actors' log level on stderr (what went wrong, e.g. warn)",
+      schema: enumText(LOG_LEVELS),
+      default: "silent",
+    }),
     workers: setting({
       env: "BENCH_WORKERS",
       doc: "worker processes hosting the real shims (with BENCH_CALLS > 0)",

@@ -6,7 +6,14 @@ import { ValidationError } from "../../protocol/errors.js";
 describe("bench settings (config/bench.ts)", () => {
   test("defaults when nothing is set; a computed default follows the value it depends on", () => {
     const { bench } = loadBenchGroups("scale", {});
-    assert.deepEqual(bench, { attempts: 20_000, thinkS: 40, calls: 0, deadlineS: 540, workers: 8 });
+    assert.deepEqual(bench, {
+      attempts: 20_000,
+      thinkS: 40,
+      calls: 0,
+      deadlineS: 540,
+      logLevel: "silent",
+      workers: 8,
+    });
     assert.equal(loadBenchGroups("scale", { BENCH_ATTEMPTS: "5000" }).bench.workers, 2);
     assert.equal(loadBenchGroups("scale", { BENCH_ATTEMPTS: "5000", BENCH_WORKERS: "3" }).bench.workers, 3);
   });
