@@ -107,13 +107,16 @@ export class Dispatcher {
     const prev = await claims.cell(w.run, w.cellId);
     let attempt = w.firstAttempt ?? 0;
     if (prev) {
-      const over = await this.submissionOver(w.run, w.cellId, prev.gen);
       if (prev.gen === gen) {
-        // A redelivered message: the attempt may be launched already, or its claimant may have died first.
-        if (over) return;
+        // A redelivered message: the attempt may be launched already, or its claimant may have died first. The
+        // budget state (one JSON per run, large with many cells open) is read only when the claim never launched.
+        const c = await claims.get(w.run, w.cellId, prev.latest);
+        if (!c || c.claim.launchedAt) return;
+        if (await this.submissionOver(w.run, w.cellId, prev.gen)) return;
         await this.ensureLaunched(w.run, w.cellId, prev.latest, del.signal);
         return;
       }
+      const over = await this.submissionOver(w.run, w.cellId, prev.gen);
       const ctx = await this.d.runs.get(w.run);
       const staleMs = (ctx.config.timeout_seconds + 120) * 1_000;
       if (!over && Date.now() - Date.parse(prev.at) < staleMs) {
