@@ -97,7 +97,22 @@ test("a gateway process SIGKILLed mid-run: no call lost, the log never under-cou
     }),
   );
   const ports = [await freePort(), await freePort()];
-  const procs = await Promise.all(ports.map((p) => startReplica(p, config, fdb.url!)));
+  // One after the other, so the first replica's id (its heartbeat row, written before it listens) is known: it is
+  // killed only once it holds a call past its reservation, however slow this machine is.
+  const procs = [await startReplica(ports[0]!, config, fdb.url!)];
+  const killedId = (await fdb.db.query<{ replica_id: string }>("SELECT replica_id FROM gateway_replicas"))
+    .rows[0]?.replica_id;
+  procs.push(await startReplica(ports[1]!, config, fdb.url!));
+  const holdsACall = async () => {
+    for (const until = Date.now() + 10_000; Date.now() < until; ) {
+      const r = await fdb.db.query(
+        "SELECT 1 FROM gateway_spend_log WHERE replica_id = $1 AND status = 'pending' LIMIT 1",
+        [killedId],
+      );
+      if (r.rows.length > 0) return;
+      await new Promise((r) => setTimeout(r, 5));
+    }
+  };
   const urls = ports.map((p) => `http://127.0.0.1:${p}`);
   const run = "sigkill-run";
   const key = await createRunKey(fdb.db, run);
@@ -111,7 +126,10 @@ test("a gateway process SIGKILLed mid-run: no call lost, the log never under-cou
     Array.from({ length: 10 }, async () => {
       while (next < 60) {
         const i = next++;
-        if (i === 25) procs[0]!.kill("SIGKILL");
+        if (i === 25) {
+          await holdsACall();
+          procs[0]!.kill("SIGKILL");
+        }
         const cell = `cell-${i % 4}`;
         const body = JSON.stringify({
           model: "sonnet",
