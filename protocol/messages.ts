@@ -155,14 +155,20 @@ export const INLINE_PATCH_MAX_BYTES = 128 * 1024;
  * not UTF-8, or holding a NUL.
  */
 export function inlinePatchText(bytes: Uint8Array): string | null {
-  if (bytes.length === 0 || bytes.length > INLINE_PATCH_MAX_BYTES || bytes.includes(0)) return null;
-  let text: string;
+  if (bytes.length === 0 || bytes.length > INLINE_PATCH_MAX_BYTES) return null;
+  const text = patchText(bytes);
+  if (text === null) return null;
+  return new TextEncoder().encode(JSON.stringify(text)).length <= INLINE_PATCH_MAX_BYTES ? text : null;
+}
+
+/** A patch's bytes as text, exactly (a BOM kept), or null when they are not UTF-8 or hold a NUL. */
+export function patchText(bytes: Uint8Array): string | null {
+  if (bytes.includes(0)) return null;
   try {
-    text = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true }).decode(bytes);
+    return new TextDecoder("utf-8", { fatal: true, ignoreBOM: true }).decode(bytes);
   } catch {
     return null;
   }
-  return new TextEncoder().encode(JSON.stringify(text)).length <= INLINE_PATCH_MAX_BYTES ? text : null;
 }
 
 /** What a harness task publishes when it exits, for any reason. Usage totals are the shim's running totals. */

@@ -6,6 +6,7 @@ import {
   type CellWork,
   GradeJobSchema,
   JudgeJobSchema,
+  patchText,
 } from "../../protocol/messages.js";
 import type { AttemptClass } from "../../protocol/retry.js";
 import { BlobNames, Subjects } from "../../protocol/subjects.js";
@@ -210,8 +211,7 @@ async function refuseForged(ctx: WriterContext, batch: readonly AttemptResult[])
 async function blobPatch(ctx: WriterContext, r: AttemptResult, ref: string): Promise<string | null> {
   try {
     const bytes = await ctx.plane.blobs.getBlob(ref);
-    if (bytes === null || bytes.includes(0)) return null;
-    return new TextDecoder("utf-8", { fatal: true, ignoreBOM: true }).decode(bytes);
+    return bytes === null ? null : patchText(bytes);
   } catch (err) {
     ctx.log.warn(
       { run: r.run, cell: r.cellId, attempt: r.attempt, ref, err: String(err) },
